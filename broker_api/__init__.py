@@ -1,0 +1,1 @@
+"""sparkmq broker_api package."""

@@ -1,0 +1,1 @@
+"""sparkmq connectors package."""

@@ -1,0 +1,44 @@
+"""sparkmq's message store: CommitLog, ConsumeQueue, IndexFile, reput, flush, recovery."""
+
+from __future__ import annotations
+
+from .config import FlushMode, StoreConfig
+from .dispatch import DispatchBatch, Dispatcher, decode_properties
+from .errors import (
+    CorruptRecordError,
+    DiskFullError,
+    InvalidMessageError,
+    InvalidOffsetError,
+    MessageNotFoundError,
+    MessageTooLargeError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+)
+from .message import GetResult, GetStatus, Message, PutResult, StoredMessage, SysFlag
+from .message_store import ArrivalListener, MessageStore
+
+__all__ = [
+    "ArrivalListener",
+    "CorruptRecordError",
+    "DiskFullError",
+    "DispatchBatch",
+    "Dispatcher",
+    "FlushMode",
+    "GetResult",
+    "GetStatus",
+    "InvalidMessageError",
+    "InvalidOffsetError",
+    "Message",
+    "MessageNotFoundError",
+    "MessageStore",
+    "MessageTooLargeError",
+    "PutResult",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreLockedError",
+    "StoredMessage",
+    "SysFlag",
+    "decode_properties",
+]

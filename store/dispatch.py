@@ -1,0 +1,68 @@
+"""What the reput service hands to dispatchers, and the dispatcher Protocol.
+
+A :class:`DispatchBatch` is columnar: one entry per CommitLog record, in
+CommitLog order.  Numeric columns are numpy arrays so that dispatchers (the
+ConsumeQueue, the index, the Delta mirror) can work on a whole batch at once.
+Only records that carry a message are included; BLANK tail records are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["DispatchBatch", "Dispatcher", "decode_properties"]
+
+
+@dataclass(slots=True)
+class DispatchBatch:
+    """Columns of parsed CommitLog records, in CommitLog order."""
+
+    topics: list[str]
+    queue_ids: np.ndarray  # int32
+    queue_offsets: np.ndarray  # int64
+    phy_offsets: np.ndarray  # int64
+    sizes: np.ndarray  # int32, whole record size
+    tag_codes: np.ndarray  # int64, see codec.tag_code
+    store_timestamps: np.ndarray  # int64 ms
+    born_timestamps: np.ndarray  # int64 ms
+    sys_flags: np.ndarray  # int32
+    keys: list[tuple[str, ...]]
+    tags: list[str | None]
+    properties_raw: list[bytes]  # user properties, codec layout
+    bodies: list[bytes]
+    msg_ids: list[str]
+    # CommitLog offset just past the last record this batch covers
+    # (BLANK tail records included).
+    end_offset: int
+
+    def __len__(self) -> int:
+        return len(self.topics)
+
+    def properties(self, i: int) -> dict[str, str]:
+        return decode_properties(self.properties_raw[i])
+
+
+def decode_properties(raw: bytes) -> dict[str, str]:
+    """Decode ``name\\x01value\\x02`` pairs (see codec)."""
+    if not raw:
+        return {}
+    out: dict[str, str] = {}
+    for pair in raw.decode("utf-8").split("\x02"):
+        if pair:
+            name, _, value = pair.partition("\x01")
+            out[name] = value
+    return out
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Receives every batch the reput service parses, in CommitLog order.
+
+    ``dispatch`` runs on the reput thread: an external dispatcher (the Delta
+    mirror) must hand the batch to its own thread and return quickly.
+    """
+
+    def dispatch(self, batch: DispatchBatch) -> None: ...

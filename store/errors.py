@@ -1,0 +1,56 @@
+"""One error hierarchy for the message store.
+
+Every failure the store reports is a :class:`StoreError`; callers (the HTTP
+layer above all) map the subclasses to answers.  The store never returns a
+sentinel value to mean "failed".
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StoreError",
+    "StoreLockedError",
+    "StoreClosedError",
+    "InvalidMessageError",
+    "MessageTooLargeError",
+    "DiskFullError",
+    "MessageNotFoundError",
+    "CorruptRecordError",
+    "InvalidOffsetError",
+]
+
+
+class StoreError(Exception):
+    """Raised when the message store cannot do what was asked."""
+
+
+class StoreLockedError(StoreError):
+    """Raised when another process already holds the store's lock file."""
+
+
+class StoreClosedError(StoreError):
+    """Raised when the store is used before start() or after shutdown()."""
+
+
+class InvalidMessageError(StoreError):
+    """Raised when a message is malformed (bad topic, key, tag or property)."""
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """Raised when a message is larger than the configured maximum size."""
+
+
+class DiskFullError(StoreError):
+    """Raised when a write would push disk use past the hard limit."""
+
+
+class MessageNotFoundError(StoreError):
+    """Raised when a message id or physical offset holds no readable message."""
+
+
+class CorruptRecordError(StoreError):
+    """Raised when a record on disk fails its magic code or CRC check."""
+
+
+class InvalidOffsetError(StoreError):
+    """Raised when an offset argument is negative or otherwise unusable."""

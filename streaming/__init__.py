@@ -1,0 +1,1 @@
+"""sparkmq streaming package."""
