@@ -17,6 +17,7 @@ __all__ = [
     "MessageNotFoundError",
     "CorruptRecordError",
     "InvalidOffsetError",
+    "FlushTimeoutError",
 ]
 
 
@@ -54,3 +55,7 @@ class CorruptRecordError(StoreError):
 
 class InvalidOffsetError(StoreError):
     """Raised when an offset argument is negative or otherwise unusable."""
+
+
+class FlushTimeoutError(StoreError):
+    """Raised when a SYNC put is written but its fdatasync did not finish in time."""

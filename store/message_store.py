@@ -1,39 +1,256 @@
 """MessageStore: the facade that wires the store's parts together.
 
-(Implementation in progress: the signatures below are the contract the other
-packages build against.)
+::
+
+    root/
+      lock              flock'd while open (a second process is refused)
+      abort             present while running; found at start = unclean stop
+      checkpoint        JSON, replaced atomically
+      commitlog/<20-digit start offset>
+      consumequeue/<topic>/<queue id>/<20-digit start byte>
+      index/<index files>
+
+Start-up: lock → recover the CommitLog → recover ConsumeQueues and index →
+re-dispatch synchronously up to the log's end → rebuild the queue-offset
+table → start reput, flush, logics-flush and retention services.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
 
+from . import codec, pull
+from .checkpoint import StoreCheckpoint
+from .commitlog import CommitLog
 from .config import StoreConfig
+from .consume_queue_store import ConsumeQueueStore
 from .dispatch import DispatchBatch, Dispatcher
+from .errors import DiskFullError, MessageNotFoundError, StoreClosedError
+from .flush import AsyncFlushService, FlushStats, GroupCommitService, LogicsFlushService
+from .index_service import IndexService
+from .lockfile import StoreLock
 from .message import GetResult, Message, PutResult, StoredMessage
+from .recovery import recover_commitlog, redispatch_start
+from .retention import RetentionService
+from .reput import ReputService
 
 __all__ = ["MessageStore", "ArrivalListener"]
+
+_log = logging.getLogger(__name__)
 
 # Called from the reput thread as (topic, queue_id, new_max_offset).
 ArrivalListener = Callable[[str, int, int], None]
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig) -> None: ...
-    def start(self) -> None: ...
-    def shutdown(self) -> None: ...
-    def put_messages(self, messages: list[Message]) -> list[PutResult]: ...
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        root = config.root
+        self.commitlog = CommitLog(root / "commitlog", config.commitlog_segment_bytes, config.store_host)
+        self.queues = ConsumeQueueStore(root / "consumequeue", config.consumequeue_segment_units)
+        self.index = IndexService(root / "index", config.index_slots, config.index_entries)
+        self.checkpoint = StoreCheckpoint(root / "checkpoint")
+        self.reput = ReputService(self.commitlog, self.queues, config.reput_batch_bytes)
+        self.reput.dispatchers.append(self.index)
+        self.flush_stats = FlushStats()
+        self._flusher: GroupCommitService | AsyncFlushService
+        if config.flush_mode == "sync":
+            self._flusher = GroupCommitService(self.commitlog, self.flush_stats)
+        else:
+            self._flusher = AsyncFlushService(self.commitlog, config.flush_interval_ms, config.flush_min_pages,
+                                              self.flush_stats)
+        self._logics = LogicsFlushService(config.checkpoint_interval_ms, self._flush_logics)
+        self._retention = RetentionService(
+            self.commitlog, root, config.retention_hours, config.disk_soft_limit_ratio,
+            config.disk_hard_limit_ratio, config.retention_check_interval_s, self._after_retention)
+        self._lock = StoreLock(root)
+        self.max_message_bytes = min(config.max_message_bytes, config.commitlog_segment_bytes - codec.MIN_BLANK)
+        self._born_host = codec.encode_host(config.store_host)
+        self._state_lock = threading.Lock()
+        self._running = False
+        self.abnormal_start = False
+        self.recovery: dict[str, object] = {}
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> None:
+        with self._state_lock:
+            if self._running:
+                return
+            self.abnormal_start = self._lock.acquire()
+            try:
+                self._recover()
+            except BaseException:
+                self._close_files()
+                self._lock.release(clean=False)
+                raise
+            self.commitlog.on_append = self.reput.notify
+            for svc in (self.reput, self._flusher, self._logics, self._retention):
+                svc.start()
+            self._running = True
+
+    def _recover(self) -> None:
+        t0 = time.perf_counter()
+        cp = self.checkpoint.load()
+        report = recover_commitlog(self.commitlog, cp, self.checkpoint.loaded)
+        self.queues.load_and_recover(self.commitlog.max_offset())
+        self.queues.correct_min_offsets(self.commitlog.min_offset())
+        self.index.load()
+        self.index.delete_files_after(self.commitlog.max_offset())
+        self.reput.reput_offset = redispatch_start(self.commitlog, self.queues, self.index, cp, self.checkpoint.loaded)
+        redispatched = self.commitlog.max_offset() - self.reput.reput_offset
+        self.reput.catch_up()
+        self.commitlog.topic_queue_table = self.queues.max_offsets()
+        self.commitlog.flush()
+        self._flush_logics()
+        self.recovery = {"abnormal": self.abnormal_start, "scanned_from": report.scanned_from,
+                         "valid_end": report.valid_end, "stopped_at": report.reason,
+                         "redispatched_bytes": redispatched, "seconds": round(time.perf_counter() - t0, 3)}
+        _log.info("store recovered: %s", self.recovery)
+
+    def shutdown(self) -> None:
+        with self._state_lock:
+            if not self._running:
+                return
+            self._running = False
+            with self.commitlog.write_lock:  # wait for in-flight appends
+                pass
+            for svc in (self._retention, self._logics, self._flusher, self.reput):
+                svc.stop()
+            self.commitlog.flush()
+            self._flush_logics()
+            self._close_files()
+            self._lock.release(clean=True)
+
+    def _close_files(self) -> None:
+        self.index.close()
+        self.queues.close()
+        self.commitlog.close()
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise StoreClosedError("the message store is not running; call start() first")
+
+    def _flush_logics(self) -> None:
+        reput_at = self.reput.reput_offset
+        self.queues.flush()
+        self.index.flush()
+        now = int(time.time() * 1000)
+        self.checkpoint.update(commitlog_flushed=self.commitlog.queue.flushed_offset(), commitlog_ts=now,
+                               logics_flushed=reput_at, logics_ts=now)
+
+    def _after_retention(self, commitlog_min: int) -> None:
+        self.queues.correct_min_offsets(commitlog_min)
+        self.index.delete_files_before(commitlog_min)
+
+    # -- write -----------------------------------------------------------
+    def put_messages(self, messages: list[Message]) -> list[PutResult]:
+        """Append a batch atomically; with SYNC flush, returns once it is on disk."""
+        self._check_running()
+        if not messages:
+            return []
+        if self._retention.disk_full:
+            raise DiskFullError(f"disk use {self._retention.last_ratio:.0%} passed the hard limit "
+                                f"{self.config.disk_hard_limit_ratio:.0%}; free space or lower retention")
+        batch = codec.prepare_batch(messages, int(time.time() * 1000), self._born_host, self.max_message_bytes)
+        res = self.commitlog.append(batch)
+        self._flusher.wait_for(res.end_offset)
+        host, phys, qoffs = self.commitlog.store_host, res.phy_offsets.tolist(), res.queue_offsets.tolist()
+        sizes = batch.sizes.tolist()
+        return [PutResult(codec.make_msg_id(host, p), m.topic, m.queue_id, q, p, s, res.store_timestamp)
+                for m, p, q, s in zip(messages, phys, qoffs, sizes)]
+
+    # -- read ------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
-                     tags: frozenset[str] | None = None, max_bytes: int | None = None) -> GetResult: ...
-    def get_message(self, msg_id: str) -> StoredMessage: ...
-    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int,
-                     max_count: int = 64) -> list[StoredMessage]: ...
-    def min_offset(self, topic: str, queue_id: int) -> int: ...
-    def max_offset(self, topic: str, queue_id: int) -> int: ...
-    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int: ...
-    def topics(self) -> dict[str, list[int]]: ...
-    def delete_topic(self, topic: str) -> None: ...
-    def add_arrival_listener(self, listener: ArrivalListener) -> None: ...
-    def add_dispatcher(self, dispatcher: Dispatcher) -> None: ...
-    def read_dispatch_batches(self, from_offset: int, max_bytes: int = 8 << 20) -> Iterator[DispatchBatch]: ...
-    def stats(self) -> dict[str, object]: ...
+                     tags: frozenset[str] | None = None, max_bytes: int | None = None) -> GetResult:
+        self._check_running()
+        return pull.pull(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+
+    def get_message(self, msg_id: str) -> StoredMessage:
+        self._check_running()
+        _host, phy = codec.parse_msg_id(msg_id)
+        return self.commitlog.read_message(phy)
+
+    def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int, max_count: int = 64) -> list[StoredMessage]:
+        self._check_running()
+        phys = self.index.query(topic, key, begin_ms, end_ms, max_count * 2)
+        hits = [m for m in pull.read_many(self.commitlog, phys)
+                if m.topic == topic and key in m.keys and begin_ms <= m.store_timestamp <= end_ms]
+        return hits[:max_count]
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_offset() if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset() if cq else 0
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_for_timestamp(timestamp_ms, self._store_time)
+
+    def _store_time(self, phy: int, size: int) -> int:
+        try:
+            return self.commitlog.read_message(phy, size).store_timestamp
+        except MessageNotFoundError:
+            return -1
+
+    def topics(self) -> dict[str, list[int]]:
+        return self.queues.topics()
+
+    def delete_topic(self, topic: str) -> None:
+        with self.commitlog.write_lock:
+            self.queues.delete_topic(topic)
+            for key in [k for k in self.commitlog.topic_queue_table if k[0] == topic]:
+                del self.commitlog.topic_queue_table[key]
+
+    # -- dispatch hooks --------------------------------------------------
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self.reput.listeners.append(listener)
+
+    def add_dispatcher(self, dispatcher: Dispatcher) -> None:
+        self.reput.dispatchers.append(dispatcher)
+
+    def remove_dispatcher(self, dispatcher: Dispatcher) -> None:
+        if dispatcher in self.reput.dispatchers:
+            self.reput.dispatchers.remove(dispatcher)
+
+    def read_dispatch_batches(self, from_offset: int, max_bytes: int = 8 << 20) -> Iterator[DispatchBatch]:
+        """Parse the CommitLog from a record boundary up to its current end."""
+        self._check_running()
+        offset, end = from_offset, self.reput.reput_offset
+        while offset < end:
+            batch, offset = self.commitlog.read_batch(offset, max_bytes)
+            if batch is not None:
+                yield batch
+
+    # -- operations ------------------------------------------------------
+    def run_retention(self, force: bool = False) -> int:
+        self._check_running()
+        return self._retention.run_once(force)
+
+    def flush(self) -> None:
+        self.commitlog.flush()
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "commitlog_min_offset": self.commitlog.min_offset(),
+            "commitlog_max_offset": self.commitlog.max_offset(),
+            "commitlog_flushed_offset": self.commitlog.queue.flushed_offset(),
+            "reput_offset": self.reput.reput_offset,
+            "dispatch_behind_bytes": self.reput.behind_bytes,
+            "flush_mode": self.config.flush_mode,
+            "flushes": self.flush_stats.flushes,
+            "flush_seconds_total": self.flush_stats.flush_seconds_total,
+            "last_flush_seconds": self.flush_stats.last_flush_seconds,
+            "disk_used_ratio": self._retention.last_ratio,
+            "disk_full": self._retention.disk_full,
+            "segments": len(self.commitlog.queue.files),
+            "queues": len(self.queues.queues()),
+            "recovery": self.recovery,
+        }

@@ -1,0 +1,322 @@
+"""CommitLog record codec: bytes only, no I/O.
+
+Every record uses RocketMQ's CommitLog layout (v1), big-endian::
+
+    offset  size  field
+    ------  ----  ------------------------------------------------------
+         0     4  TOTAL_SIZE        whole record, this field included
+         4     4  MAGIC             MESSAGE_MAGIC, or BLANK_MAGIC for the
+                                    filler at the end of a segment
+         8     4  BODY_CRC          zlib.crc32(body)
+        12     4  QUEUE_ID
+        16     4  FLAG              user flag
+        20     8  QUEUE_OFFSET      index of the unit in its ConsumeQueue
+        28     8  PHYSICAL_OFFSET   where this record starts in the log
+        36     4  SYS_FLAG          see message.SysFlag
+        40     8  BORN_TIMESTAMP    ms since the epoch, producer clock
+        48     8  BORN_HOST         IPv4 (4 bytes) + port (4 bytes)
+        56     8  STORE_TIMESTAMP   ms since the epoch, broker clock
+        64     8  STORE_HOST        IPv4 (4 bytes) + port (4 bytes)
+        72     4  RECONSUME_TIMES
+        76     8  PREPARED_TX_OFFSET
+        84     4  BODY_LENGTH = B
+        88     B  BODY
+      88+B     1  TOPIC_LENGTH = T
+      89+B     T  TOPIC             utf-8
+    89+B+T     2  PROPERTIES_LENGTH = P
+    91+B+T     P  PROPERTIES        name \\x01 value \\x02 ...
+
+A BLANK record is just TOTAL_SIZE + BLANK_MAGIC (8 bytes) followed by
+whatever the segment held; it tells readers to jump to the next segment.
+
+Tags and keys travel as reserved properties ``TAGS`` and ``KEYS`` (keys are
+joined with \\x03), written first so that parsing them is cheap.
+
+Message id = STORE_HOST (8 bytes) + PHYSICAL_OFFSET (8 bytes) as 32 hex
+characters, so a lookup by id is a direct read.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from dataclasses import dataclass
+from itertools import chain
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .dispatch import decode_properties
+from .errors import CorruptRecordError, InvalidMessageError, MessageTooLargeError
+from .message import Message, StoredMessage
+
+__all__ = [
+    "HEADER",
+    "HEADER_DTYPE",
+    "HEADER_SIZE",
+    "MESSAGE_MAGIC",
+    "BLANK_MAGIC",
+    "MIN_BLANK",
+    "PreparedBatch",
+    "prepare_batch",
+    "encode_batch",
+    "encode_blank",
+    "decode_record",
+    "encode_host",
+    "decode_host",
+    "make_msg_id",
+    "parse_msg_id",
+    "tag_code",
+    "split_properties",
+]
+
+MESSAGE_MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+MIN_BLANK = 8
+
+HEADER = struct.Struct(">iIIiiqqiqQqQiqi")
+HEADER_SIZE = HEADER.size  # 88
+HEADER_DTYPE = np.dtype(
+    [
+        ("total", ">i4"),
+        ("magic", ">u4"),
+        ("crc", ">u4"),
+        ("queue_id", ">i4"),
+        ("flag", ">i4"),
+        ("queue_offset", ">i8"),
+        ("phy_offset", ">i8"),
+        ("sys_flag", ">i4"),
+        ("born_ts", ">i8"),
+        ("born_host", ">u8"),
+        ("store_ts", ">i8"),
+        ("store_host", ">u8"),
+        ("reconsume", ">i4"),
+        ("prepared_tx", ">i8"),
+        ("body_len", ">i4"),
+    ]
+)
+assert HEADER_DTYPE.itemsize == HEADER_SIZE == 88
+_SIZE_MAGIC = struct.Struct(">iI")
+_U16 = struct.Struct(">H")
+
+_RESERVED = ("TAGS", "KEYS")
+_FORBIDDEN = ("\x00", "\x01", "\x02", "\x03")
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+
+
+def encode_host(host: str) -> int:
+    """``"ip:port"`` → 8 bytes packed in an int (IPv4 high, port low)."""
+    ip, _, port = host.rpartition(":")
+    try:
+        packed = socket.inet_aton(ip or "127.0.0.1")
+        return (int.from_bytes(packed, "big") << 32) | int(port or 0)
+    except (OSError, ValueError) as exc:
+        raise InvalidMessageError(f"host {host!r} is not 'ipv4:port'") from exc
+
+
+def decode_host(value: int) -> str:
+    return f"{socket.inet_ntoa((value >> 32).to_bytes(4, 'big'))}:{value & 0xFFFFFFFF}"
+
+
+def make_msg_id(store_host: int, phy_offset: int) -> str:
+    return f"{store_host:016X}{phy_offset:016X}"
+
+
+def parse_msg_id(msg_id: str) -> tuple[int, int]:
+    """Message id → (store host, physical offset)."""
+    if len(msg_id) != 32:
+        raise InvalidMessageError(f"message id {msg_id!r} must be 32 hex characters")
+    try:
+        return int(msg_id[:16], 16), int(msg_id[16:], 16)
+    except ValueError as exc:
+        raise InvalidMessageError(f"message id {msg_id!r} is not hexadecimal") from exc
+
+
+def tag_code(tags: str | None) -> int:
+    """Stable hash of a tag stored in ConsumeQueue units (0 = no tag)."""
+    return zlib.crc32(tags.encode("utf-8")) if tags else 0
+
+
+def _check_text(kind: str, value: str) -> None:
+    if not value or any(c in value for c in _FORBIDDEN):
+        raise InvalidMessageError(f"{kind} {value!r} must be non-empty and free of control characters \\x00-\\x03")
+
+
+def encode_properties(keys: Sequence[str], tags: str | None, props: Mapping[str, str]) -> bytes:
+    """Reserved TAGS/KEYS first, then user properties, as ``n\\x01v\\x02``."""
+    parts: list[str] = []
+    if tags:
+        _check_text("tag", tags)
+        parts.append(f"TAGS\x01{tags}\x02")
+    if keys:
+        for k in keys:
+            _check_text("key", k)
+        parts.append("KEYS\x01" + "\x03".join(keys) + "\x02")
+    for name, value in props.items():
+        if name in _RESERVED:
+            raise InvalidMessageError(f"property name {name!r} is reserved; use the keys/tags fields")
+        _check_text("property name", name)
+        if any(c in value for c in _FORBIDDEN):
+            raise InvalidMessageError(f"property {name!r} value holds control characters \\x00-\\x03")
+        parts.append(f"{name}\x01{value}\x02")
+    raw = "".join(parts).encode("utf-8")
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"properties take {len(raw)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
+    return raw
+
+
+def split_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, bytes]:
+    """Properties bytes → (keys, tags, user properties bytes)."""
+    keys: tuple[str, ...] = ()
+    tags: str | None = None
+    rest = raw
+    if rest.startswith(b"TAGS\x01"):
+        end = rest.index(b"\x02")
+        tags = rest[5:end].decode("utf-8")
+        rest = rest[end + 1 :]
+    if rest.startswith(b"KEYS\x01"):
+        end = rest.index(b"\x02")
+        keys = tuple(rest[5:end].decode("utf-8").split("\x03"))
+        rest = rest[end + 1 :]
+    return keys, tags, rest
+
+
+@dataclass(slots=True)
+class PreparedBatch:
+    """Per-message parts computed before the writer lock is taken."""
+
+    topics: list[str]
+    bodies: list[bytes]
+    tails: list[bytes]  # TOPIC_LENGTH .. PROPERTIES
+    sizes: np.ndarray  # int64
+    crcs: np.ndarray  # uint32
+    queue_ids: np.ndarray  # int32
+    flags: np.ndarray
+    sys_flags: np.ndarray
+    born_ts: np.ndarray
+    born_hosts: np.ndarray
+    reconsume: np.ndarray
+    prepared_tx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+def _tail(topic_b: bytes, props: bytes) -> bytes:
+    return bytes((len(topic_b),)) + topic_b + _U16.pack(len(props)) + props
+
+
+def prepare_batch(messages: Sequence[Message], now_ms: int, default_born_host: int, max_size: int) -> PreparedBatch:
+    """Validate and pre-encode messages; raises before anything is written."""
+    topic_cache: dict[str, bytes] = {}
+    tails: list[bytes] = []
+    bodies: list[bytes] = []
+    for m in messages:
+        tb = topic_cache.get(m.topic)
+        if tb is None:
+            tb = m.topic.encode("utf-8")
+            if not tb or len(tb) > MAX_TOPIC_BYTES:
+                raise InvalidMessageError(f"topic {m.topic!r} must be 1-{MAX_TOPIC_BYTES} bytes")
+            topic_cache[m.topic] = tb
+        if not isinstance(m.body, (bytes, bytearray, memoryview)):
+            raise InvalidMessageError("message body must be bytes")
+        bodies.append(bytes(m.body))
+        tails.append(_tail(tb, encode_properties(m.keys, m.tags, m.properties)))
+    n = len(bodies)
+    sizes = np.fromiter(map(len, bodies), np.int64, n) + np.fromiter(map(len, tails), np.int64, n) + HEADER_SIZE
+    too_big = np.flatnonzero(sizes > max_size)
+    if too_big.size:
+        i = int(too_big[0])
+        raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
+    return PreparedBatch(
+        topics=[m.topic for m in messages],
+        bodies=bodies,
+        tails=tails,
+        sizes=sizes,
+        crcs=np.fromiter(map(zlib.crc32, bodies), np.uint32, n),
+        queue_ids=np.fromiter((m.queue_id for m in messages), np.int32, n),
+        flags=np.fromiter((m.flag for m in messages), np.int32, n),
+        sys_flags=np.fromiter((m.sys_flag for m in messages), np.int32, n),
+        born_ts=np.fromiter((m.born_timestamp or now_ms for m in messages), np.int64, n),
+        born_hosts=np.fromiter(
+            (default_born_host if m.born_host is None else encode_host(m.born_host) for m in messages), np.uint64, n
+        ),
+        reconsume=np.fromiter((m.reconsume_times for m in messages), np.int32, n),
+        prepared_tx=np.fromiter((m.prepared_transaction_offset for m in messages), np.int64, n),
+    )
+
+
+def encode_batch(
+    batch: PreparedBatch,
+    lo: int,
+    hi: int,
+    phy_offsets: np.ndarray,
+    queue_offsets: np.ndarray,
+    store_ts: int,
+    store_host: int,
+) -> bytes:
+    """Encode messages ``lo:hi`` of a prepared batch into one byte string."""
+    n = hi - lo
+    hdr = np.empty(n, HEADER_DTYPE)
+    hdr["total"] = batch.sizes[lo:hi]
+    hdr["magic"] = MESSAGE_MAGIC
+    hdr["crc"] = batch.crcs[lo:hi]
+    hdr["queue_id"] = batch.queue_ids[lo:hi]
+    hdr["flag"] = batch.flags[lo:hi]
+    hdr["queue_offset"] = queue_offsets
+    hdr["phy_offset"] = phy_offsets
+    hdr["sys_flag"] = batch.sys_flags[lo:hi]
+    hdr["born_ts"] = batch.born_ts[lo:hi]
+    hdr["born_host"] = batch.born_hosts[lo:hi]
+    hdr["store_ts"] = store_ts
+    hdr["store_host"] = store_host
+    hdr["reconsume"] = batch.reconsume[lo:hi]
+    hdr["prepared_tx"] = batch.prepared_tx[lo:hi]
+    hdr["body_len"] = np.fromiter(map(len, batch.bodies[lo:hi]), np.int32, n)
+    raw = hdr.tobytes()
+    heads = [raw[i : i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
+    return b"".join(chain.from_iterable(zip(heads, batch.bodies[lo:hi], batch.tails[lo:hi])))
+
+
+def encode_blank(size: int) -> bytes:
+    """The BLANK filler record for the last ``size`` bytes of a segment."""
+    return _SIZE_MAGIC.pack(size, BLANK_MAGIC)
+
+
+def decode_record(buf: bytes | memoryview, pos: int, expect_phy: int | None = None) -> StoredMessage:
+    """Decode and verify the record at ``buf[pos:]``.
+
+    Raises CorruptRecordError when the magic code, lengths, physical offset
+    or body CRC do not hold.
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"record at {pos} is shorter than its header")
+    (total, magic, crc, qid, flag, qoff, phy, sysflag, born_ts, born_host, store_ts, store_host, reconsume,
+     prep, blen) = HEADER.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC:
+        raise CorruptRecordError(f"record at {pos} has magic {magic:#x}, not a message")
+    if expect_phy is not None and phy != expect_phy:
+        raise CorruptRecordError(f"record claims offset {phy} but lies at {expect_phy}")
+    if total < HEADER_SIZE + 3 or blen < 0 or pos + total > len(buf):
+        raise CorruptRecordError(f"record at {phy} has impossible size {total}")
+    b0 = pos + HEADER_SIZE
+    body = bytes(buf[b0 : b0 + blen])
+    tlen = buf[b0 + blen]
+    t0 = b0 + blen + 1
+    topic_b = bytes(buf[t0 : t0 + tlen])
+    (plen,) = _U16.unpack_from(buf, t0 + tlen)
+    p0 = t0 + tlen + 2
+    if HEADER_SIZE + blen + 3 + tlen + plen != total:
+        raise CorruptRecordError(f"record at {phy}: lengths do not add up to {total}")
+    if zlib.crc32(body) != crc:
+        raise CorruptRecordError(f"record at {phy}: body CRC mismatch")
+    keys, tags, user = split_properties(bytes(buf[p0 : p0 + plen]))
+    return StoredMessage(
+        topic=topic_b.decode("utf-8"), queue_id=qid, queue_offset=qoff, phy_offset=phy,
+        msg_id=make_msg_id(store_host, phy), body=body, keys=keys, tags=tags,
+        properties=decode_properties(user), born_timestamp=born_ts, store_timestamp=store_ts,
+        size=total, flag=flag, sys_flag=sysflag, reconsume_times=reconsume,
+        prepared_transaction_offset=prep, born_host=decode_host(born_host), store_host=decode_host(store_host),
+    )

@@ -1,0 +1,163 @@
+"""CommitLog: the single append-only log that holds every message of every topic.
+
+Appends happen under one writer lock per call: a whole batch is assigned its
+queue offsets, physical offsets and store timestamp, encoded, and copied into
+the mapped segment(s) in one go.  A record never spans two segments; when the
+next record would not fit (with room left for an 8-byte BLANK), the tail gets
+a BLANK record and the writer rolls to a new segment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import codec
+from .consume_queue_store import is_visible
+from .errors import CorruptRecordError, MessageNotFoundError
+from .mapped_file_queue import MappedFileQueue
+from .dispatch import DispatchBatch
+from .message import StoredMessage
+from .scanner import ScanStop, scan_chunk
+
+__all__ = ["CommitLog", "AppendResult"]
+
+
+@dataclass(slots=True)
+class AppendResult:
+    phy_offsets: np.ndarray
+    queue_offsets: np.ndarray
+    store_timestamp: int
+    end_offset: int  # log offset just past the batch
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_size: int, store_host: str) -> None:
+        self.queue = MappedFileQueue(directory, segment_size)
+        self.store_host = codec.encode_host(store_host)
+        self.write_lock = threading.Lock()
+        # (topic, queue id) -> next queue offset; rebuilt from ConsumeQueues at start.
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.on_append: Callable[[int], None] = lambda end: None
+
+    # -- offsets ---------------------------------------------------------
+    def min_offset(self) -> int:
+        return self.queue.min_offset()
+
+    def max_offset(self) -> int:
+        return self.queue.max_offset()
+
+    # -- write -----------------------------------------------------------
+    def append(self, batch: codec.PreparedBatch) -> AppendResult:
+        n = len(batch)
+        with self.write_lock:
+            now = int(time.time() * 1000)
+            qoffs = self._assign_queue_offsets(batch)
+            phys = np.empty(n, np.int64)
+            lo = 0
+            while lo < n:
+                lo = self._append_some(batch, lo, qoffs, phys, now)
+            end = self.queue.max_offset()
+        self.on_append(end)
+        return AppendResult(phys, qoffs, now, end)
+
+    def _assign_queue_offsets(self, batch: codec.PreparedBatch) -> np.ndarray:
+        """Next offsets per (topic, queue); hidden half messages take none (offset 0)."""
+        table = self.topic_queue_table
+        qoffs = np.zeros(len(batch), np.int64)
+        visible = is_visible(batch.sys_flags)
+        if visible.all() and len(set(batch.topics)) == 1 and (batch.queue_ids == batch.queue_ids[0]).all():
+            key = (batch.topics[0], int(batch.queue_ids[0]))
+            base = table.get(key, 0)
+            qoffs[:] = np.arange(base, base + len(batch))
+            table[key] = base + len(batch)
+            return qoffs
+        for i, (topic, qid) in enumerate(zip(batch.topics, batch.queue_ids.tolist())):
+            if visible[i]:
+                key = (topic, qid)
+                nxt = table.get(key, 0)
+                qoffs[i] = nxt
+                table[key] = nxt + 1
+        return qoffs
+
+    def _append_some(self, batch: codec.PreparedBatch, lo: int, qoffs: np.ndarray, phys: np.ndarray, now: int) -> int:
+        """Append as many messages from ``lo`` as fit the current segment."""
+        seg = self.queue.writable()
+        room = seg.remaining - codec.MIN_BLANK
+        ends = np.cumsum(batch.sizes[lo:])
+        fit = int(np.searchsorted(ends, room, side="right"))
+        if fit == 0:
+            seg.append(codec.encode_blank(seg.remaining))
+            seg.wrote = seg.size  # the BLANK covers the rest of the segment
+            return lo
+        hi = lo + fit
+        start = seg.start_offset + seg.wrote
+        phys[lo:hi] = start + np.concatenate(([0], ends[: fit - 1]))
+        data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
+        seg.append(data)
+        return hi
+
+    # -- read ------------------------------------------------------------
+    def read_message(self, phy_offset: int, size: int | None = None) -> StoredMessage:
+        seg = self.queue.find(phy_offset)
+        if seg is None:
+            raise MessageNotFoundError(f"no CommitLog segment holds offset {phy_offset}")
+        pos = phy_offset - seg.start_offset
+        try:
+            if size is None:
+                head = seg.read(pos, 4)
+                size = int.from_bytes(head, "big") if len(head) == 4 else 0
+            if size <= 0 or pos + size > seg.wrote:
+                raise MessageNotFoundError(f"no message at CommitLog offset {phy_offset}")
+            data = seg.read(pos, size)
+        except ValueError as exc:  # segment closed by retention meanwhile
+            raise MessageNotFoundError(f"CommitLog offset {phy_offset} was deleted") from exc
+        try:
+            return codec.decode_record(data, 0, phy_offset)
+        except CorruptRecordError as exc:
+            raise MessageNotFoundError(f"no valid message at CommitLog offset {phy_offset}: {exc}") from exc
+
+    def read_chunk(self, offset: int, max_bytes: int) -> bytes:
+        """Bytes from ``offset`` to at most the write position of its segment."""
+        seg = self.queue.find(offset)
+        if seg is None:
+            return b""
+        pos = offset - seg.start_offset
+        size = min(max_bytes, seg.wrote - pos)
+        return seg.read(pos, size) if size > 0 else b""
+
+    def read_batch(self, start: int, max_bytes: int) -> tuple[DispatchBatch | None, int]:
+        """Parse records from ``start``; returns (batch or None, the next offset).
+
+        Jumps over BLANK fillers and deleted segments; raises
+        CorruptRecordError on an invalid record below the write position.
+        """
+        if start < self.min_offset():
+            return None, self.min_offset()
+        chunk = self.read_chunk(start, max_bytes)
+        if not chunk:
+            return None, self.next_segment_offset(start) if start < self.max_offset() else start
+        result = scan_chunk(chunk, start, check_crc=False, store_host=self.store_host)
+        if result.stop is ScanStop.SHORT and result.consumed == 0:
+            total = int.from_bytes(chunk[:4], "big")
+            result = scan_chunk(self.read_chunk(start, total), start, check_crc=False, store_host=self.store_host)
+        if result.stop is ScanStop.INVALID or (result.stop is ScanStop.SHORT and result.consumed == 0):
+            raise CorruptRecordError(f"invalid CommitLog record at {start + result.consumed}: {result.reason}")
+        nxt = self.next_segment_offset(start) if result.stop is ScanStop.BLANK else start + result.consumed
+        return (result.batch if len(result.batch) else None), nxt
+
+    def next_segment_offset(self, offset: int) -> int:
+        seg_size = self.queue.segment_size
+        return offset - offset % seg_size + seg_size
+
+    # -- lifecycle -------------------------------------------------------
+    def flush(self) -> int:
+        return self.queue.flush()
+
+    def close(self) -> None:
+        self.queue.close()

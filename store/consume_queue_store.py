@@ -1,0 +1,111 @@
+"""The table of ConsumeQueues, and the dispatcher that fills them."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .consume_queue import ConsumeQueue
+from .dispatch import DispatchBatch
+from .message import SysFlag
+
+__all__ = ["ConsumeQueueStore", "is_visible"]
+
+_log = logging.getLogger(__name__)
+_HIDDEN = (SysFlag.TRANSACTION_PREPARED, SysFlag.TRANSACTION_ROLLBACK)
+
+
+def is_visible(sys_flags: np.ndarray) -> np.ndarray:
+    """Records consumers may see: not a prepared or rolled-back half message."""
+    state = sys_flags & (0x3 << 2)
+    return (state != SysFlag.TRANSACTION_PREPARED) & (state != SysFlag.TRANSACTION_ROLLBACK)
+
+
+class ConsumeQueueStore:
+    def __init__(self, root: Path, segment_units: int) -> None:
+        self.root = root
+        self.segment_units = segment_units
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+
+    def load_and_recover(self, commitlog_max: int) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for topic_dir in sorted(self.root.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for qdir in sorted(topic_dir.iterdir()):
+                if qdir.name.isdigit():
+                    cq = ConsumeQueue(qdir, topic_dir.name, int(qdir.name), self.segment_units)
+                    cq.recover(commitlog_max)
+                    self._queues[(topic_dir.name, int(qdir.name))] = cq
+
+    def is_empty(self) -> bool:
+        return not self._queues
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            with self._lock:
+                cq = self._queues.get(key)
+                if cq is None:
+                    cq = ConsumeQueue(self.root / topic / str(queue_id), topic, queue_id, self.segment_units)
+                    cq.files.load()
+                    self._queues = {**self._queues, key: cq}
+        return cq
+
+    def queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        return dict(self._queues)
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, qid in sorted(self._queues):
+            out.setdefault(topic, []).append(qid)
+        return out
+
+    def max_offsets(self) -> dict[tuple[str, int], int]:
+        return {k: cq.max_offset() for k, cq in self._queues.items()}
+
+    def delete_topic(self, topic: str) -> None:
+        with self._lock:
+            doomed = [cq for k, cq in self._queues.items() if k[0] == topic]
+            self._queues = {k: v for k, v in self._queues.items() if k[0] != topic}
+        for cq in doomed:
+            cq.destroy()
+        shutil.rmtree(self.root / topic, ignore_errors=True)
+
+    def dispatch(self, batch: DispatchBatch) -> list[tuple[str, int, int]]:
+        """Append units for visible records; returns (topic, queue, new max) per grown queue."""
+        visible = is_visible(batch.sys_flags)
+        groups: dict[tuple[str, int], list[int]] = {}
+        qids = batch.queue_ids.tolist()
+        for i, (topic, qid) in enumerate(zip(batch.topics, qids)):
+            if visible[i]:
+                groups.setdefault((topic, qid), []).append(i)
+        grown: list[tuple[str, int, int]] = []
+        for (topic, qid), idx_list in groups.items():
+            idx = np.array(idx_list, np.int64)
+            cq = self.get_or_create(topic, qid)
+            cq.put_units(batch.queue_offsets[idx], batch.phy_offsets[idx], batch.sizes[idx], batch.tag_codes[idx])
+            grown.append((topic, qid, cq.max_offset()))
+        return grown
+
+    def correct_min_offsets(self, commitlog_min: int) -> None:
+        for cq in self._queues.values():
+            cq.correct_min_offset(commitlog_min)
+
+    def flush(self) -> None:
+        for cq in self._queues.values():
+            cq.flush()
+
+    def close(self) -> None:
+        for cq in self._queues.values():
+            cq.close()
+        self._queues = {}

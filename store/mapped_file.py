@@ -1,0 +1,102 @@
+"""MappedFile: one fixed-size, memory-mapped segment of a log.
+
+A segment is named by the log offset of its first byte, zero-padded to 20
+digits (``00000000001073741824``).  It is created sparse with ``ftruncate``
+(never with large ``write()`` calls, which would make later syncs flush whole
+megabytes) and mapped once.  Three positions move forward through it::
+
+    0 ........ flushed ........ wrote ............ size
+               (fdatasync'd)    (appended, in the page cache)
+
+Positions are not stored in the file: recovery finds ``wrote`` by scanning
+records (sizes on disk are never trusted).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+__all__ = ["MappedFile", "segment_name"]
+
+
+def segment_name(start_offset: int) -> str:
+    return f"{start_offset:020d}"
+
+
+class MappedFile:
+    """A memory-mapped segment; the owner serialises writers."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        self.size = size
+        self.start_offset = int(path.name)
+        existed = path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not existed or os.fstat(self._fd).st_size < size:
+                os.ftruncate(self._fd, size)
+            self._mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.wrote = 0
+        self.flushed = 0
+        self.closed = False
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.size
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote >= self.size
+
+    def append(self, data: bytes) -> int:
+        """Copy ``data`` at the write position; returns its file position."""
+        pos = self.wrote
+        end = pos + len(data)
+        if end > self.size:
+            raise ValueError(f"{len(data)} bytes do not fit in segment {self.path.name} at {pos}")
+        self._mm[pos:end] = data
+        self.wrote = end
+        return pos
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of ``size`` bytes at file position ``pos``."""
+        return self._mm[pos : pos + size]
+
+    def flush(self) -> int:
+        """fdatasync what was written since the last flush; returns the new flushed position."""
+        target = self.wrote
+        if target > self.flushed:
+            os.fdatasync(self._fd)
+            self.flushed = target
+        return self.flushed
+
+    def truncate_to(self, pos: int) -> None:
+        """Forget everything past ``pos`` (zeroed so no stale record is ever read)."""
+        if pos < self.size:
+            # Shrinking drops the tail's blocks and zeroes the partial page;
+            # growing back leaves a sparse hole.  Only recovery calls this,
+            # before any reader can touch the mapping.
+            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fd, self.size)
+        self.wrote = pos
+        self.flushed = min(self.flushed, pos)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._mm.close()
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
