@@ -1,0 +1,146 @@
+"""MessageStore end to end on disk: append, read back, roll, lookups, retention, threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from store import GetStatus, Message, MessageStore, StoreLockedError
+from store.codec import BLANK_MAGIC, MESSAGE_MAGIC
+from tests.store.conftest import small_config
+
+
+def _wait_dispatched(store: MessageStore, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while store.stats()["dispatch_behind_bytes"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not store.stats()["dispatch_behind_bytes"], "reput did not catch up"
+
+
+def _read_all(store: MessageStore, topic: str, qid: int) -> list[bytes]:
+    out, offset = [], store.min_offset(topic, qid)
+    while True:
+        r = store.get_messages(topic, qid, offset, 100)
+        if r.status is not GetStatus.FOUND:
+            return out
+        out += [m.body for m in r.messages]
+        offset = r.next_offset
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(st.tuples(st.integers(0, 3), st.binary(max_size=2000)), min_size=1, max_size=40),
+                        min_size=1, max_size=6))
+def test_random_batches_read_back_by_offset(open_store: Callable[..., MessageStore], tmp_path_factory, batches) -> None:
+    store = open_store(tmp_path_factory.mktemp("s"), flush_mode="async")
+    expected: dict[int, list[bytes]] = {q: [] for q in range(4)}
+    for batch in batches:
+        results = store.put_messages([Message(topic="prop", body=b, queue_id=q) for q, b in batch])
+        for (q, b), r in zip(batch, results):
+            assert r.queue_offset == len(expected[q])
+            expected[q].append(b)
+            assert store.get_message(r.msg_id).body == b
+    _wait_dispatched(store)
+    for q in range(4):
+        assert _read_all(store, "prop", q) == expected[q]
+        assert store.max_offset("prop", q) == len(expected[q])
+
+
+def test_segments_roll_and_records_never_span(open_store: Callable[..., MessageStore], tmp_path) -> None:
+    store = open_store()
+    bodies = [bytes([i % 251]) * (700 + i) for i in range(300)]
+    results = store.put_messages([Message(topic="roll", body=b) for b in bodies])
+    seg = store.config.commitlog_segment_bytes
+    assert store.stats()["segments"] > 3
+    for r in results:
+        assert r.phy_offset // seg == (r.phy_offset + r.size - 1) // seg, "a record spans two segments"
+    files = sorted((tmp_path / "store" / "commitlog").iterdir())
+    assert all(len(f.name) == 20 and int(f.name) % seg == 0 for f in files)
+    first = files[0].read_bytes()
+    pos = 0
+    while int.from_bytes(first[pos + 4 : pos + 8], "big") == MESSAGE_MAGIC:
+        pos += int.from_bytes(first[pos : pos + 4], "big")
+    assert int.from_bytes(first[pos + 4 : pos + 8], "big") == BLANK_MAGIC
+    _wait_dispatched(store)
+    assert _read_all(store, "roll", 0) == bodies
+
+
+def test_pull_statuses_and_tag_filter(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store()
+    store.put_messages([Message(topic="t", body=b"%d" % i, tags="A" if i % 2 else "B") for i in range(10)])
+    _wait_dispatched(store)
+    r = store.get_messages("t", 0, 0, 100, tags=frozenset({"A"}))
+    assert [m.body for m in r.messages] == [b"1", b"3", b"5", b"7", b"9"] and r.next_offset == 10
+    assert store.get_messages("t", 0, 10, 5).status is GetStatus.NO_NEW_MESSAGE
+    over = store.get_messages("t", 0, 50, 5)
+    assert over.status is GetStatus.OFFSET_OVERFLOW and over.next_offset == 10
+    assert store.get_messages("t", 7, 0, 5).status is GetStatus.NO_QUEUE
+    assert store.get_messages("t", 0, 0, 3).next_offset == 3
+
+
+def test_lookup_by_key_and_time(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store()
+    t0 = int(time.time() * 1000)
+    store.put_messages([Message(topic="orders", body=b"o%d" % i, keys=(f"order-{i % 5}",)) for i in range(50)])
+    store.put_messages([Message(topic="other", body=b"x", keys=("order-1",))])
+    _wait_dispatched(store)
+    hits = store.query_by_key("orders", "order-1", t0 - 1000, t0 + 60_000, max_count=64)
+    assert sorted(m.body for m in hits) == sorted(b"o%d" % i for i in range(1, 50, 5))
+    assert len(store.query_by_key("orders", "order-1", t0 - 1000, t0 + 60_000, max_count=3)) == 3
+    assert store.query_by_key("orders", "order-1", 0, t0 - 5000) == []
+    off = store.offset_for_timestamp("orders", 0, t0 + 60_000)
+    assert off == store.max_offset("orders", 0)
+    assert store.offset_for_timestamp("orders", 0, 0) == 0
+
+
+def test_second_open_is_refused(open_store: Callable[..., MessageStore], tmp_path) -> None:
+    open_store(tmp_path / "locked")
+    with pytest.raises(StoreLockedError, match="in use by another process"):
+        MessageStore(small_config(tmp_path / "locked")).start()
+
+
+def test_retention_deletes_old_segments_and_moves_min_offset(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store(flush_mode="async")
+    store.put_messages([Message(topic="r", body=b"z" * 1000) for _ in range(300)])
+    _wait_dispatched(store)
+    before = store.stats()["segments"]
+    deleted = store.run_retention(force=True)
+    assert deleted == before - 1 and store.stats()["segments"] == 1
+    low = store.min_offset("r", 0)
+    assert low > 0
+    assert store.get_messages("r", 0, 0, 10).status is GetStatus.OFFSET_TOO_SMALL
+    assert len(_read_all(store, "r", 0)) == 300 - low
+
+
+def test_sync_group_commit_shares_fsyncs(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store(flush_mode="sync")
+    barrier = threading.Barrier(16)
+
+    def producer(i: int) -> None:
+        barrier.wait()
+        for j in range(20):
+            store.put_messages([Message(topic="g", body=b"%d-%d" % (i, j), queue_id=i % 4)])
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = store.stats()
+    assert stats["commitlog_flushed_offset"] == stats["commitlog_max_offset"]
+    assert stats["flushes"] < 320, "every put paid its own fdatasync"
+
+
+def test_start_and_shutdown_leave_no_threads(tmp_path) -> None:
+    before = {t.ident for t in threading.enumerate()}
+    for mode in ("sync", "async"):
+        s = MessageStore(small_config(tmp_path / mode, flush_mode=mode))
+        s.start()
+        s.put_messages([Message(topic="x", body=b"1")])
+        s.shutdown()
+        s.shutdown()
+    assert {t.ident for t in threading.enumerate()} == before
