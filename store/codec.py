@@ -38,6 +38,7 @@ characters, so a lookup by id is a direct read.
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import zlib
@@ -116,6 +117,7 @@ def encode_host(host: str) -> int:
         raise InvalidMessageError(f"host {host!r} is not 'ipv4:port'") from exc
 
 
+@functools.lru_cache(maxsize=1024)
 def decode_host(value: int) -> str:
     return f"{socket.inet_ntoa((value >> 32).to_bytes(4, 'big'))}:{value & 0xFFFFFFFF}"
 
@@ -204,47 +206,95 @@ class PreparedBatch:
         return len(self.bodies)
 
 
-def _tail(topic_b: bytes, props: bytes) -> bytes:
-    return bytes((len(topic_b),)) + topic_b + _U16.pack(len(props)) + props
+def _topic_head(topic: str, cache: dict[str, bytes]) -> bytes:
+    tb = topic.encode("utf-8")
+    if not tb or len(tb) > MAX_TOPIC_BYTES or any(c in topic for c in _FORBIDDEN):
+        raise InvalidMessageError(f"topic {topic!r} must be 1-{MAX_TOPIC_BYTES} bytes without control characters")
+    cache[topic] = head = bytes((len(tb),)) + tb
+    return head
+
+
+def _find_bad_properties(messages: Sequence[Message]) -> None:
+    """Slow path: re-check message by message to name the culprit."""
+    for i, m in enumerate(messages):
+        try:
+            encode_properties(m.keys, m.tags, m.properties)
+        except InvalidMessageError as exc:
+            raise InvalidMessageError(f"message {i}: {exc}") from None
+    raise InvalidMessageError("a key, tag or property holds control characters \\x00-\\x03")
 
 
 def prepare_batch(messages: Sequence[Message], now_ms: int, default_born_host: int, max_size: int) -> PreparedBatch:
-    """Validate and pre-encode messages; raises before anything is written."""
-    topic_cache: dict[str, bytes] = {}
+    """Validate and pre-encode messages; raises before anything is written.
+
+    Separators are validated for the whole batch at once: the joined
+    properties text must hold exactly the \\x01/\\x02/\\x03 the encoder wrote.
+    """
+    heads: dict[str, bytes] = {}
     tails: list[bytes] = []
     bodies: list[bytes] = []
+    texts: list[str] = []
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    pairs = seps = 0
+    odd = False  # empty keys/names, reserved names, oversized properties
+    hosts = False  # a message names its own born host
+    pack = _U16.pack
     for m in messages:
-        tb = topic_cache.get(m.topic)
-        if tb is None:
-            tb = m.topic.encode("utf-8")
-            if not tb or len(tb) > MAX_TOPIC_BYTES:
-                raise InvalidMessageError(f"topic {m.topic!r} must be 1-{MAX_TOPIC_BYTES} bytes")
-            topic_cache[m.topic] = tb
-        if not isinstance(m.body, (bytes, bytearray, memoryview)):
-            raise InvalidMessageError("message body must be bytes")
-        bodies.append(bytes(m.body))
-        tails.append(_tail(tb, encode_properties(m.keys, m.tags, m.properties)))
+        head = heads.get(m.topic) or _topic_head(m.topic, heads)
+        body = m.body if type(m.body) is bytes else bytes(m.body)
+        tags, keys, props = m.tags, m.keys, m.properties
+        text = "TAGS\x01" + tags + "\x02" if tags else ""
+        if keys:
+            text += "KEYS\x01" + "\x03".join(keys) + "\x02"
+            pairs += 1
+            seps += len(keys) - 1
+            odd = odd or "" in keys
+        if props:
+            text += "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+            pairs += len(props)
+            odd = odd or "" in props or "TAGS" in props or "KEYS" in props
+        pairs += 1 if tags else 0
+        raw = text.encode("utf-8")
+        if len(raw) > MAX_PROPERTIES_BYTES:
+            odd = True
+        bodies.append(body)
+        texts.append(text)
+        tails.append(head + pack(len(raw) & 0xFFFF) + raw)
+        rows.append((m.queue_id, m.flag, m.sys_flag, m.born_timestamp or now_ms, m.reconsume_times,
+                     m.prepared_transaction_offset))
+        hosts = hosts or m.born_host is not None
+    joined = "".join(texts)
+    if odd or joined.count("\x01") != pairs or joined.count("\x02") != pairs or joined.count("\x03") != seps \
+            or "\x00" in joined:
+        _find_bad_properties(messages)
+    return _finish(messages, bodies, tails, rows, default_born_host, hosts, max_size)
+
+
+def _finish(messages: Sequence[Message], bodies: list[bytes], tails: list[bytes], rows: list, default_born_host: int,
+            custom_hosts: bool, max_size: int) -> PreparedBatch:
     n = len(bodies)
     sizes = np.fromiter(map(len, bodies), np.int64, n) + np.fromiter(map(len, tails), np.int64, n) + HEADER_SIZE
     too_big = np.flatnonzero(sizes > max_size)
     if too_big.size:
         i = int(too_big[0])
         raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
+    cols = np.array(rows, np.int64).reshape(n, 6)
+    born_hosts = np.full(n, default_born_host, np.uint64)
+    if custom_hosts:
+        born_hosts[:] = [encode_host(m.born_host) if m.born_host else default_born_host for m in messages]
     return PreparedBatch(
         topics=[m.topic for m in messages],
         bodies=bodies,
         tails=tails,
         sizes=sizes,
         crcs=np.fromiter(map(zlib.crc32, bodies), np.uint32, n),
-        queue_ids=np.fromiter((m.queue_id for m in messages), np.int32, n),
-        flags=np.fromiter((m.flag for m in messages), np.int32, n),
-        sys_flags=np.fromiter((m.sys_flag for m in messages), np.int32, n),
-        born_ts=np.fromiter((m.born_timestamp or now_ms for m in messages), np.int64, n),
-        born_hosts=np.fromiter(
-            (default_born_host if m.born_host is None else encode_host(m.born_host) for m in messages), np.uint64, n
-        ),
-        reconsume=np.fromiter((m.reconsume_times for m in messages), np.int32, n),
-        prepared_tx=np.fromiter((m.prepared_transaction_offset for m in messages), np.int64, n),
+        queue_ids=cols[:, 0].astype(np.int32),
+        flags=cols[:, 1].astype(np.int32),
+        sys_flags=cols[:, 2].astype(np.int32),
+        born_ts=cols[:, 3].copy(),
+        born_hosts=born_hosts,
+        reconsume=cols[:, 4].astype(np.int32),
+        prepared_tx=cols[:, 5].copy(),
     )
 
 
@@ -259,6 +309,15 @@ def encode_batch(
 ) -> bytes:
     """Encode messages ``lo:hi`` of a prepared batch into one byte string."""
     n = hi - lo
+    if n <= 4:  # numpy's fixed cost outweighs its speed on tiny batches
+        return b"".join(
+            HEADER.pack(int(batch.sizes[i]), MESSAGE_MAGIC, int(batch.crcs[i]), int(batch.queue_ids[i]),
+                        int(batch.flags[i]), int(queue_offsets[i - lo]), int(phy_offsets[i - lo]),
+                        int(batch.sys_flags[i]), int(batch.born_ts[i]), int(batch.born_hosts[i]), store_ts,
+                        store_host, int(batch.reconsume[i]), int(batch.prepared_tx[i]), len(batch.bodies[i]))
+            + batch.bodies[i] + batch.tails[i]
+            for i in range(lo, hi)
+        )
     hdr = np.empty(n, HEADER_DTYPE)
     hdr["total"] = batch.sizes[lo:hi]
     hdr["magic"] = MESSAGE_MAGIC

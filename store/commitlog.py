@@ -27,6 +27,8 @@ from .scanner import ScanStop, scan_chunk
 
 __all__ = ["CommitLog", "AppendResult"]
 
+_SPAN = 16 << 20  # one read covers at most this much of a segment
+
 
 @dataclass(slots=True)
 class AppendResult:
@@ -90,7 +92,7 @@ class CommitLog:
         seg = self.queue.writable()
         room = seg.remaining - codec.MIN_BLANK
         ends = np.cumsum(batch.sizes[lo:])
-        fit = int(np.searchsorted(ends, room, side="right"))
+        fit = len(ends) if ends[-1] <= room else int(np.searchsorted(ends, np.int64(room), side="right"))
         if fit == 0:
             seg.append(codec.encode_blank(seg.remaining))
             seg.wrote = seg.size  # the BLANK covers the rest of the segment
@@ -121,6 +123,39 @@ class CommitLog:
             return codec.decode_record(data, 0, phy_offset)
         except CorruptRecordError as exc:
             raise MessageNotFoundError(f"no valid message at CommitLog offset {phy_offset}: {exc}") from exc
+
+    def read_messages(self, phys: list[int], sizes: list[int]) -> list[StoredMessage | None]:
+        """Read many records, one copy per run that shares a segment; None where one is gone."""
+        out: list[StoredMessage | None] = []
+        i, n = 0, len(phys)
+        while i < n:
+            seg = self.queue.find(phys[i])
+            if seg is None:
+                out.append(None)
+                i += 1
+                continue
+            j = i
+            end = seg.start_offset + seg.wrote
+            while j < n and seg.start_offset <= phys[j] and phys[j] + sizes[j] <= min(end, phys[i] + _SPAN):
+                j += 1
+            if j == i:
+                out.append(None)
+                i += 1
+                continue
+            lo, hi = min(phys[i:j]), max(p + z for p, z in zip(phys[i:j], sizes[i:j]))
+            try:
+                buf = seg.read(lo - seg.start_offset, hi - lo)
+            except ValueError:  # deleted by retention meanwhile
+                out.extend([None] * (j - i))
+                i = j
+                continue
+            for p in phys[i:j]:
+                try:
+                    out.append(codec.decode_record(buf, p - lo, p))
+                except CorruptRecordError:
+                    out.append(None)
+            i = j
+        return out
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:
         """Bytes from ``offset`` to at most the write position of its segment."""

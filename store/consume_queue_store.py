@@ -16,13 +16,14 @@ from .message import SysFlag
 __all__ = ["ConsumeQueueStore", "is_visible"]
 
 _log = logging.getLogger(__name__)
-_HIDDEN = (SysFlag.TRANSACTION_PREPARED, SysFlag.TRANSACTION_ROLLBACK)
+_PREPARED = int(SysFlag.TRANSACTION_PREPARED)
+_ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
 
 
 def is_visible(sys_flags: np.ndarray) -> np.ndarray:
     """Records consumers may see: not a prepared or rolled-back half message."""
-    state = sys_flags & (0x3 << 2)
-    return (state != SysFlag.TRANSACTION_PREPARED) & (state != SysFlag.TRANSACTION_ROLLBACK)
+    state = sys_flags & 0xC
+    return (state != _PREPARED) & (state != _ROLLBACK)
 
 
 class ConsumeQueueStore:

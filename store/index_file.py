@@ -32,6 +32,12 @@ Entry 0 is never used, so 0 means "empty slot" and "end of chain".  A chain
 only ever points to older entries (``prev_index < index``), which is what
 bounds a walk over a garbled file.
 
+A batch is written entries first, then ``index_count``, then the slot
+heads, then ``end_*`` (so a process killed mid-batch leaves a file whose
+chains are whole and whose covered range is not overstated), under the
+file's lock (queries take the same lock, so they never see half a batch).  ``flush()`` is an ``fdatasync`` of the file, which on Linux covers
+pages written through the mapping; it does not take that lock.
+
 Times are stored in whole seconds (as RocketMQ does), so a time-range query
 is conservative: an entry whose second overlaps ``[begin_ms, end_ms]`` is
 returned even if its exact store timestamp falls just outside.  Callers that
@@ -56,9 +62,6 @@ HEADER = struct.Struct("<qqqqii")
 SLOT = struct.Struct("<i")
 ENTRY = struct.Struct("<iqii")
 
-_HEADER_END_TS = 8
-_HEADER_END_PHY = 24
-_HEADER_COUNT = 36
 _ENTRY_DTYPE = np.dtype(
     [("key_hash", "<i4"), ("phy_offset", "<i8"), ("time_diff", "<i4"), ("prev_index", "<i4")]
 )
@@ -75,8 +78,9 @@ def file_size(slots: int, entries: int) -> int:
 class IndexFile:
     """One memory-mapped index file; use :meth:`create` or :meth:`open`."""
 
-    def __init__(self, path: Path, mm: mmap.mmap, header: tuple[int, ...], entries: int) -> None:
+    def __init__(self, path: Path, fd: int, mm: mmap.mmap, header: tuple[int, ...], entries: int) -> None:
         self.path = path
+        self._fd = fd
         self._mm: mmap.mmap | None = mm
         (self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
          self._slot_count, self._count) = header
@@ -84,7 +88,8 @@ class IndexFile:
         self._entries_at = HEADER.size + self._slot_count * SLOT.size
         self._slots = np.frombuffer(mm, dtype="<i4", count=self._slot_count, offset=HEADER.size)
         self._entries = np.frombuffer(mm, dtype=_ENTRY_DTYPE, count=entries, offset=self._entries_at)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # puts, queries, close
+        self._flush_lock = threading.Lock()  # flush vs close only: a flush never blocks puts
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -103,9 +108,10 @@ class IndexFile:
             os.fsync(fd)
             os.rename(tmp, path)
             mm = mmap.mmap(fd, file_size(slots, entries))
-        finally:
+        except BaseException:
             os.close(fd)
-        return cls(path, mm, header, entries)
+            raise
+        return cls(path, fd, mm, header, entries)
 
     @classmethod
     def open(cls, path: Path) -> IndexFile:
@@ -119,25 +125,31 @@ class IndexFile:
             header = HEADER.unpack(os.pread(fd, HEADER.size, 0))
             entries = _check_header(path, header, size)
             mm = mmap.mmap(fd, size)
-        finally:
+        except BaseException:
             os.close(fd)
-        return cls(path, mm, header, entries)
+            raise
+        return cls(path, fd, mm, header, entries)
 
     def flush(self) -> None:
-        """msync the whole mapping."""
-        with self._lock:
+        """fdatasync the file (covers pages written through the mapping); no-op once closed.
+
+        Runs outside the put/query lock and without the GIL, so the reput
+        thread keeps indexing while the flush service syncs.
+        """
+        with self._flush_lock:
             if self._mm is not None:
-                self._mm.flush()
+                os.fdatasync(self._fd)
 
     def close(self) -> None:
-        """Flush and unmap; safe to call twice."""
-        with self._lock:
+        """Flush, unmap and close the file; safe to call twice."""
+        with self._flush_lock, self._lock:
             if self._mm is None:
                 return
             mm, self._mm = self._mm, None
             del self._slots, self._entries
-            mm.flush()
             mm.close()
+            os.fdatasync(self._fd)
+            os.close(self._fd)
 
     # ----------------------------------------------------------- properties
     @property
@@ -177,7 +189,11 @@ class IndexFile:
     # --------------------------------------------------------------- writes
     def put_batch(self, key_hashes: np.ndarray, phy_offsets: np.ndarray,
                   store_timestamps_ms: np.ndarray) -> int:
-        """Index a batch (in CommitLog order); return how many entries fit."""
+        """Index a batch (in CommitLog order); return how many entries fit.
+
+        Write order keeps the file consistent if the process dies anywhere in
+        between: entries, index_count, slot heads, then the covered range.
+        """
         with self._lock:
             mm = self._open_mm()
             n = min(len(key_hashes), self._entry_count - self._count)
@@ -192,17 +208,20 @@ class IndexFile:
             rows["phy_offset"] = phys
             diff = np.floor_divide(stamps - self._begin_ts, 1000)
             rows["time_diff"] = np.clip(diff, _INT32_MIN, _INT32_MAX)
-            rows["prev_index"] = self._link(hashes % self._slot_count, first)
+            rows["prev_index"], head_slots, heads = self._link(hashes % self._slot_count, first)
             self._entries[first:first + n] = rows
             self._count = first + n
+            self._write_header(mm)
+            self._slots[head_slots] = heads
             self._end_ts = max(self._end_ts, int(stamps.max()))
             self._end_phy = max(self._end_phy, int(phys.max()))
             self._write_header(mm)
             return n
 
-    def _link(self, slot_of: np.ndarray, first: int) -> np.ndarray:
-        """Chain new entries ``first..`` into their slots; return their prev_index.
+    def _link(self, slot_of: np.ndarray, first: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chain new entries ``first..`` into their slots, writing nothing.
 
+        Returns (prev_index per entry, slots to update, their new heads).
         Sorting ``slot * n + position`` groups the batch's entries per slot in
         CommitLog order (a stable sort by slot, but a plain SIMD sort of unique
         keys): each entry links to the one before it in its group, the first
@@ -216,10 +235,9 @@ class IndexFile:
         prev_sorted[1:][same] = index_sorted[:-1][same]
         last = np.ones(n, dtype=bool)
         last[:-1] = ~same
-        self._slots[slot_sorted[last]] = index_sorted[last]
         prev = np.empty(n, dtype=np.int32)
         prev[order] = prev_sorted
-        return prev
+        return prev, slot_sorted[last], index_sorted[last]
 
     def mark_covered(self, end_phy_offset: int, end_timestamp: int | None = None) -> None:
         """Record that the CommitLog up to ``end_phy_offset`` has been indexed."""

@@ -130,7 +130,7 @@ class IndexService:
             flat_keys = chain.from_iterable(batch.keys)
             per_key_topics = chain.from_iterable(map(repeat, batch.topics, counts.tolist()))
             prefixes = map(prefix_of.__getitem__, per_key_topics)
-            rows = np.arange(total, dtype=np.int64) % n
+            rows = np.repeat(np.arange(n, dtype=np.int64), counts)
         crcs = map(zlib.crc32, map(str.encode, flat_keys), prefixes)
         hashes = np.fromiter(crcs, dtype=np.int64, count=total) & _HASH_MASK
         state = np.asarray(batch.sys_flags, dtype=np.int64)[rows] & int(SysFlag.TRANSACTION_ROLLBACK)

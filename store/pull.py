@@ -62,27 +62,33 @@ def _collect(
     max_bytes: int | None,
     hi: int,
 ) -> tuple[list[StoredMessage], int]:
+    """Walk units from ``offset``; returns the messages and how many units were examined."""
     out: list[StoredMessage] = []
-    pos, size_sum = offset, 0
-    limit = offset + (max_count if codes is None else MAX_UNITS_EXAMINED)
-    while pos < min(hi, limit) and len(out) < max_count:
-        units = cq.read_units(pos, min(hi, limit) - pos)
+    pos = offset
+    budget = max_bytes if max_bytes is not None else 1 << 62
+    limit = min(hi, offset + (max_count if codes is None else MAX_UNITS_EXAMINED))
+    while pos < limit and len(out) < max_count:
+        units = cq.read_units(pos, limit - pos)
         if not len(units):
             break
-        for i, (phy, size, code) in enumerate(units.tolist()):
-            if len(out) >= max_count or (max_bytes is not None and out and size_sum + size > max_bytes):
-                return out, pos + i - offset
-            if codes is not None and code not in codes:
-                continue
-            try:
-                msg = commitlog.read_message(phy, size)
-            except MessageNotFoundError:
-                continue  # deleted by retention; the min offset moves past it soon
-            if tags is not None and msg.tags not in tags:
-                continue
+        phys, sizes, tag_codes = units["phy"].tolist(), units["size"].tolist(), units["tag"].tolist()
+        take = len(phys)
+        if codes is not None:
+            picked = [k for k, c in enumerate(tag_codes) if c in codes]
+        else:
+            picked = list(range(take))
+        picked = picked[: max_count - len(out)]
+        if len(picked) == max_count - len(out) and picked:
+            take = picked[-1] + 1  # stop right after the last message taken
+        msgs = commitlog.read_messages([phys[k] for k in picked], [sizes[k] for k in picked])
+        for k, msg in zip(picked, msgs):
+            if msg is None or (tags is not None and msg.tags not in tags):
+                continue  # gone (retention) or a tag-code collision
+            if out and msg.size > budget:
+                return out, k + pos - offset
+            budget -= msg.size
             out.append(msg)
-            size_sum += size
-        pos += len(units)
+        pos += take
     return out, pos - offset
 
 
