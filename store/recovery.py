@@ -51,7 +51,7 @@ def recover_commitlog(commitlog: CommitLog, cp: Checkpoint, have_checkpoint: boo
             break
         pos = offset - seg.start_offset
         chunk = seg.read(pos, min(_CHUNK, seg.size - pos))
-        res = scan_chunk(chunk, offset, check_crc=True, store_host=commitlog.store_host)
+        res = scan_chunk(chunk, offset, check_crc=True, store_host=commitlog.store_host, collect=False)
         offset += res.consumed
         if res.stop is ScanStop.BLANK:
             offset = seg.end_offset

@@ -41,8 +41,11 @@ class ScanResult:
     reason: str = ""
 
 
-def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int) -> ScanResult:
-    """Parse records in ``buf``, whose first byte lies at log offset ``base_offset``."""
+def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int, collect: bool = True) -> ScanResult:
+    """Parse records in ``buf``, whose first byte lies at log offset ``base_offset``.
+
+    With ``collect=False`` only checks records (recovery); the batch is empty.
+    """
     cols: dict[str, list] = {k: [] for k in ("topic", "qid", "qoff", "phy", "size", "tagc", "sts", "bts", "sys",
                                               "keys", "tags", "props", "body")}
     mv = memoryview(buf)
@@ -80,6 +83,9 @@ def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int
         if check_crc and zlib.crc32(mv[b0 : b0 + blen]) != crc:
             stop, reason = ScanStop.INVALID, f"body CRC mismatch at {base_offset + pos}"
             break
+        if not collect:
+            pos += total
+            continue
         tb = buf[t0 : t0 + tlen]
         topic = topics.get(tb)
         if topic is None:

@@ -1,0 +1,81 @@
+"""Throughput of IndexService.dispatch: 10,000-record batches, one key each.
+
+    python benchmarks/bench_index.py [--batches 200] [--batch-size 10000]
+
+Prints msg/s for dispatch (wall clock, and per CPU-second of this process,
+which is steadier on a shared machine) (hash keys + put_batch, rolls included) and for
+single-key queries.  Geometry: the store defaults (500,000 slots, 2,000,000
+entries per file), so a run of 200 batches rolls once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from store.config import StoreConfig
+from store.dispatch import DispatchBatch
+from store.index_service import IndexService
+
+T0 = 1_700_000_000_000
+
+
+def make_batch(first_phy: int, size: int, first_key: int) -> DispatchBatch:
+    """A batch shaped like the issue's benchmark: 10-char topic, one key, ~200-byte records."""
+    phys = first_phy + 200 * np.arange(size, dtype=np.int64)
+    stamps = T0 + np.arange(size, dtype=np.int64) // 10 + first_key // 10
+    return DispatchBatch(
+        topics=["benchtopic"] * size,
+        queue_ids=np.zeros(size, np.int32),
+        queue_offsets=np.arange(size, dtype=np.int64),
+        phy_offsets=phys,
+        sizes=np.full(size, 200, np.int32),
+        tag_codes=np.zeros(size, np.int64),
+        store_timestamps=stamps,
+        born_timestamps=stamps,
+        sys_flags=np.zeros(size, np.int32),
+        keys=[(f"key-{first_key + i:012d}",) for i in range(size)],
+        tags=["TagA"] * size,
+        properties_raw=[b""] * size,
+        bodies=[b""] * size,
+        msg_ids=[""] * size,
+        end_offset=int(phys[-1]) + 200,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=20_000)
+    args = parser.parse_args()
+    config = StoreConfig()
+    batches = [make_batch(b * args.batch_size * 200, args.batch_size, b * args.batch_size)
+               for b in range(args.batches)]
+    total = args.batches * args.batch_size
+    with tempfile.TemporaryDirectory() as tmp:
+        index = IndexService(Path(tmp), config.index_slots, config.index_entries)
+        index.load()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for batch in batches:
+            index.dispatch(batch)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        print(f"dispatch: {total:,} msgs in {elapsed:.3f} s = {total / elapsed:,.0f} msg/s "
+              f"({total / cpu:,.0f} msg per CPU-second; {len(index.files())} index files, "
+              f"batch {args.batch_size:,})")
+        keys = [f"key-{random.randrange(total):012d}" for _ in range(args.queries)]
+        start = time.perf_counter()
+        hits = sum(len(index.query("benchtopic", key, 0, 1 << 62, 8)) for key in keys)
+        elapsed = time.perf_counter() - start
+        print(f"query: {args.queries:,} lookups in {elapsed:.3f} s = {args.queries / elapsed:,.0f} queries/s "
+              f"({hits:,} hits)")
+        index.close()
+
+
+if __name__ == "__main__":
+    main()
