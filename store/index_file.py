@@ -265,9 +265,16 @@ class IndexFile:
         return self._mm
 
     # ---------------------------------------------------------------- reads
-    def query(self, key_hash: int, begin_ms: int, end_ms: int, max_count: int) -> list[int]:
-        """Physical offsets of entries with this hash in the time range, newest first."""
+    def query(self, key_hash: int, begin_ms: int, end_ms: int, max_count: int,
+              seen: set[int] | None = None) -> list[int]:
+        """Physical offsets of entries with this hash in the time range, newest first.
+
+        Each offset is returned once; offsets already in ``seen`` are skipped,
+        and the ones returned are added to it (a caller walking several files
+        passes the same set).
+        """
         key_hash &= _INT32_MAX
+        seen = set() if seen is None else seen
         out: list[int] = []
         with self._lock:
             mm = self._open_mm()
@@ -276,15 +283,14 @@ class IndexFile:
             # Window of time_diff values whose second overlaps [begin_ms, end_ms].
             low = -((self._begin_ts - begin_ms + 999) // 1000)
             high = (end_ms - self._begin_ts) // 1000
-            steps = 0
-            while 0 < index < count and steps < count and len(out) < max_count:
+            while 0 < index < count and len(out) < max_count:
                 entry_hash, phy, diff, prev = ENTRY.unpack_from(mm, self._entries_at + index * ENTRY.size)
-                if entry_hash == key_hash and low <= diff <= high:
+                if entry_hash == key_hash and low <= diff <= high and phy not in seen:
+                    seen.add(phy)
                     out.append(phy)
                 if prev >= index:
-                    break  # garbled chain: links only ever go back
+                    break  # garbled chain: links only ever go back, so this also bounds the walk
                 index = prev
-                steps += 1
         return out
 
     def __repr__(self) -> str:

@@ -179,13 +179,9 @@ class IndexService:
             if index_file.end_timestamp < begin_ms - 999 or index_file.begin_timestamp > end_ms:
                 continue
             try:
-                found = index_file.query(wanted, begin_ms, end_ms, max_count)
+                out += index_file.query(wanted, begin_ms, end_ms, max_count - len(out), seen)
             except StoreClosedError:
                 continue  # deleted by retention while we looked
-            for phy in found:
-                if phy not in seen and len(out) < max_count:
-                    seen.add(phy)
-                    out.append(phy)
         return out
 
     def max_phy_offset(self) -> int:
