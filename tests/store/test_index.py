@@ -150,6 +150,17 @@ def test_time_range_and_max_count(tmp_path: Path) -> None:
     svc.close()
 
 
+def test_duplicates_never_crowd_out_results(tmp_path: Path) -> None:
+    svc = service(tmp_path, slots=4, entries=8)
+    batch = one_key_batch("t", ["k"] * 6, 0)
+    svc.dispatch(batch)
+    svc.dispatch(batch)  # a recovery re-dispatch indexes the same records again, across files
+    svc.dispatch(make_batch(["t"], [("k", "k", "k")], [600]))  # the same key three times in one record
+    assert svc.query("t", "k", *WIDE, 3) == [600, 500, 400]
+    assert svc.query("t", "k", *WIDE, 100) == [600, 500, 400, 300, 200, 100, 0]
+    svc.close()
+
+
 def test_transaction_prepared_and_rollback_are_not_indexed(tmp_path: Path) -> None:
     svc = service(tmp_path)
     flags = [0, int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_COMMIT),

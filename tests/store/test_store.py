@@ -144,3 +144,21 @@ def test_start_and_shutdown_leave_no_threads(tmp_path) -> None:
         s.shutdown()
         s.shutdown()
     assert {t.ident for t in threading.enumerate()} == before
+
+
+def test_disk_past_hard_limit_refuses_writes_and_keeps_data(open_store: Callable[..., MessageStore], tmp_path) -> None:
+    from store import DiskFullError
+
+    store = open_store(tmp_path / "full", disk_hard_limit_ratio=0.0001, disk_soft_limit_ratio=0.00005)
+    with pytest.raises(DiskFullError, match="hard limit"):
+        store.put_messages([Message(topic="t", body=b"x")])
+    assert store.max_offset("t", 0) == 0
+
+
+def test_oversized_message_is_refused_and_nothing_is_written(open_store: Callable[..., MessageStore]) -> None:
+    from store import MessageTooLargeError
+
+    store = open_store(max_message_bytes=1000)
+    with pytest.raises(MessageTooLargeError, match="limit is 1000 bytes"):
+        store.put_messages([Message(topic="t", body=b"ok"), Message(topic="t", body=b"x" * 2000)])
+    assert store.stats()["commitlog_max_offset"] == 0
