@@ -33,10 +33,18 @@ only ever points to older entries (``prev_index < index``), which is what
 bounds a walk over a garbled file.
 
 A batch is written entries first, then ``index_count``, then the slot
-heads, then ``end_*`` (so a process killed mid-batch leaves a file whose
-chains are whole and whose covered range is not overstated), under the
-file's lock (queries take the same lock, so they never see half a batch).  ``flush()`` is an ``fdatasync`` of the file, which on Linux covers
-pages written through the mapping; it does not take that lock.
+heads, then ``end_*``, under the file's lock.  So a process killed
+mid-batch leaves a file whose chains are whole and whose covered range is
+not overstated, and a query needs no lock: it reads a slot head, then
+``index_count``, and only follows links to entries written before that head.
+A query that races ``close()`` gets StoreClosedError (mmap refuses reads
+once closed, and ``close()`` drops the numpy views first).  ``flush()`` is
+an ``fdatasync`` of the file, which on Linux covers pages written through
+the mapping; it does not take that lock either.
+
+A walk does not stop at the first entry older than the range: after a
+recovery re-dispatch, a chain may hold re-indexed older records ahead of
+newer ones, so time is not monotonic along a chain.
 
 Times are stored in whole seconds (as RocketMQ does), so a time-range query
 is conservative: an entry whose second overlaps ``[begin_ms, end_ms]`` is
@@ -88,7 +96,7 @@ class IndexFile:
         self._entries_at = HEADER.size + self._slot_count * SLOT.size
         self._slots = np.frombuffer(mm, dtype="<i4", count=self._slot_count, offset=HEADER.size)
         self._entries = np.frombuffer(mm, dtype=_ENTRY_DTYPE, count=entries, offset=self._entries_at)
-        self._lock = threading.Lock()  # puts, queries, close
+        self._lock = threading.Lock()  # puts and close
         self._flush_lock = threading.Lock()  # flush vs close only: a flush never blocks puts
 
     # ------------------------------------------------------------ lifecycle
@@ -271,18 +279,18 @@ class IndexFile:
 
         Each offset is returned once; offsets already in ``seen`` are skipped,
         and the ones returned are added to it (a caller walking several files
-        passes the same set).
+        passes the same set).  Lock-free: see the module docstring.
         """
         key_hash &= _INT32_MAX
         seen = set() if seen is None else seen
         out: list[int] = []
-        with self._lock:
+        # Window of time_diff values whose second overlaps [begin_ms, end_ms].
+        low = -((self._begin_ts - begin_ms + 999) // 1000)
+        high = (end_ms - self._begin_ts) // 1000
+        try:
             mm = self._open_mm()
-            count = self._count
             index = SLOT.unpack_from(mm, HEADER.size + (key_hash % self._slot_count) * SLOT.size)[0]
-            # Window of time_diff values whose second overlaps [begin_ms, end_ms].
-            low = -((self._begin_ts - begin_ms + 999) // 1000)
-            high = (end_ms - self._begin_ts) // 1000
+            count = self._count  # read after the slot: a batch raises it before its slot heads
             while 0 < index < count and len(out) < max_count:
                 entry_hash, phy, diff, prev = ENTRY.unpack_from(mm, self._entries_at + index * ENTRY.size)
                 if entry_hash == key_hash and low <= diff <= high and phy not in seen:
@@ -291,6 +299,8 @@ class IndexFile:
                 if prev >= index:
                     break  # garbled chain: links only ever go back, so this also bounds the walk
                 index = prev
+        except ValueError as exc:  # unmapped by close() in another thread
+            raise StoreClosedError(f"index file {self.path} is closed") from exc
         return out
 
     def __repr__(self) -> str:

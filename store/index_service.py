@@ -104,11 +104,13 @@ class IndexService:
             self._check_open()
             if hashes.size:
                 self._put(hashes, batch.phy_offsets[rows], batch.store_timestamps[rows])
-            end_ts = int(batch.store_timestamps.max()) if len(batch) else None
-            if not self._files:
-                first = int(batch.phy_offsets[0]) if len(batch) else batch.end_offset
-                self._roll(first, end_ts if end_ts is not None else 0)
-            self._files[-1].mark_covered(batch.end_offset, end_ts)
+            if not len(batch):
+                if self._files:
+                    self._files[-1].mark_covered(batch.end_offset)
+                return
+            if not self._files:  # a first batch without keys still opens a file to record coverage
+                self._roll(int(batch.phy_offsets[0]), int(batch.store_timestamps.min()))
+            self._files[-1].mark_covered(batch.end_offset, int(batch.store_timestamps.max()))
 
     def _hash_keys(self, batch: DispatchBatch) -> tuple[np.ndarray, np.ndarray]:
         """Hash every key of every indexable record; return (hashes, record rows).
@@ -133,7 +135,7 @@ class IndexService:
             rows = np.repeat(np.arange(n, dtype=np.int64), counts)
         crcs = map(zlib.crc32, map(str.encode, flat_keys), prefixes)
         hashes = np.fromiter(crcs, dtype=np.int64, count=total) & _HASH_MASK
-        state = np.asarray(batch.sys_flags, dtype=np.int64)[rows] & int(SysFlag.TRANSACTION_ROLLBACK)
+        state = SysFlag.transaction_state(np.asarray(batch.sys_flags, dtype=np.int64)[rows])
         keep = (state != int(SysFlag.TRANSACTION_PREPARED)) & (state != int(SysFlag.TRANSACTION_ROLLBACK))
         if not keep.all():
             hashes, rows = hashes[keep], rows[keep]
