@@ -1,1 +1,24 @@
-"""sparkmq connectors package."""
+"""sparkmq connectors: the Delta Lake mirror of the CommitLog and SQL over it."""
+
+from __future__ import annotations
+
+from .config import MirrorConfig
+from .errors import ConnectorError, MirrorError, SqlError, SqlTimeoutError
+from .mirror import DeltaMirror
+from .rows import MESSAGE_SCHEMA
+from .spark_view import register_spark_view
+from .sql import TABLE_NAME, is_truncated, run_sql
+
+__all__ = [
+    "ConnectorError",
+    "DeltaMirror",
+    "MESSAGE_SCHEMA",
+    "MirrorConfig",
+    "MirrorError",
+    "SqlError",
+    "SqlTimeoutError",
+    "TABLE_NAME",
+    "is_truncated",
+    "register_spark_view",
+    "run_sql",
+]

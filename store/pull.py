@@ -82,8 +82,10 @@ def _collect(
             take = picked[-1] + 1  # stop right after the last message taken
         msgs = commitlog.read_messages([phys[k] for k in picked], [sizes[k] for k in picked])
         for k, msg in zip(picked, msgs):
-            if msg is None or (tags is not None and msg.tags not in tags):
-                continue  # gone (retention) or a tag-code collision
+            if msg is None or msg.topic != cq.topic or msg.queue_id != cq.queue_id:
+                continue  # gone (retention), or a unit damaged by a power loss
+            if tags is not None and msg.tags not in tags:
+                continue  # a tag-code collision
             if out and msg.size > budget:
                 return out, k + pos - offset
             budget -= msg.size

@@ -48,3 +48,114 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield session
     finally:
         session.stop()
+
+
+# --------------------------------------------------------------------------
+# Broker fixtures (issue 3): real `python -m broker_api serve` subprocesses.
+# --------------------------------------------------------------------------
+
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Callable  # noqa: E402
+
+import httpx  # noqa: E402
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class BrokerProcess:
+    """A broker subprocess on 127.0.0.1; ``restart()`` keeps port and data dir."""
+
+    def __init__(self, data_dir: Path, port: int, env: dict[str, str], log_path: Path) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self._env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> "BrokerProcess":
+        cmd = [sys.executable, "-m", "broker_api", "serve", "--host", "127.0.0.1",
+               "--port", str(self.port), "--data-dir", str(self.data_dir)]
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=_REPO_ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+        self._wait_ready(timeout_s)
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker not ready after {timeout_s}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM and wait (SIGKILL if it does not exit in time); returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks run (a crash)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self, timeout_s: float = 60.0) -> "BrokerProcess":
+        self.stop()
+        return self.start(timeout_s)
+
+
+@pytest.fixture
+def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., BrokerProcess]]:
+    """``start(data_dir=None, env=None) -> BrokerProcess``; every broker is stopped at teardown."""
+    started: list[BrokerProcess] = []
+
+    def start(data_dir: Path | None = None, env: dict[str, str] | None = None) -> BrokerProcess:
+        base = tmp_path_factory.mktemp("broker")
+        data = Path(data_dir) if data_dir is not None else base / "data"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
+        full_env.update(env or {})
+        proc = BrokerProcess(data, _free_port(), full_env, base / "broker.log")
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    """A default broker on a free port with its own data dir."""
+    return broker_factory()
