@@ -1,0 +1,50 @@
+"""The NameServer (RocketMQ's namesrv): broker registration, liveness scan, topic routes."""
+
+from __future__ import annotations
+
+from .app import create_namesrv_app
+from .client import NamesrvClient
+from .errors import (
+    ERROR_TABLE,
+    BadCrcError,
+    BadRegistrationError,
+    BrokerNotRegisteredError,
+    NamesrvAddressError,
+    NamesrvError,
+    NamesrvRejectedError,
+    NamesrvUnavailableError,
+    TopicRouteNotFoundError,
+)
+from .route_table import LiveInfo, QueueData, RegisterResult, RouteTable
+from .scan import ScanService
+from .server import run_namesrv, serve_namesrv
+from .settings import NamesrvSettings, default_namesrv_config_path, load_namesrv_settings
+from .wire import DataVersion, body_crc32, normalize_url, parse_namesrv_addrs
+
+__all__ = [
+    "ERROR_TABLE",
+    "BadCrcError",
+    "BadRegistrationError",
+    "BrokerNotRegisteredError",
+    "DataVersion",
+    "LiveInfo",
+    "NamesrvAddressError",
+    "NamesrvClient",
+    "NamesrvError",
+    "NamesrvRejectedError",
+    "NamesrvSettings",
+    "NamesrvUnavailableError",
+    "QueueData",
+    "RegisterResult",
+    "RouteTable",
+    "ScanService",
+    "TopicRouteNotFoundError",
+    "body_crc32",
+    "create_namesrv_app",
+    "default_namesrv_config_path",
+    "load_namesrv_settings",
+    "normalize_url",
+    "parse_namesrv_addrs",
+    "run_namesrv",
+    "serve_namesrv",
+]
