@@ -184,6 +184,7 @@ class CommitLog:
         if result.stop is ScanStop.INVALID or (result.stop is ScanStop.SHORT and result.consumed == 0):
             raise CorruptRecordError(f"invalid CommitLog record at {start + result.consumed}: {result.reason}")
         nxt = self.next_segment_offset(start) if result.stop is ScanStop.BLANK else start + result.consumed
+        result.batch.end_offset = nxt  # a BLANK filler counts as covered
         return (result.batch if len(result.batch) else None), nxt
 
     def next_segment_offset(self, offset: int) -> int:

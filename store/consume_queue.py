@@ -16,6 +16,7 @@ recovery finds the end by looking for the first zero size.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from collections.abc import Callable
@@ -27,8 +28,17 @@ from .mapped_file_queue import MappedFileQueue
 
 __all__ = ["ConsumeQueue", "UNIT_DTYPE", "UNIT_SIZE"]
 
+_log = logging.getLogger(__name__)
+
 UNIT_DTYPE = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tag", ">i8")])
 UNIT_SIZE = UNIT_DTYPE.itemsize  # 20
+
+
+def _dead_units(count: int) -> np.ndarray:
+    """Placeholder units (phy -1, size 1) for offsets whose messages are gone; never served."""
+    units = np.zeros(count, UNIT_DTYPE)
+    units["phy"], units["size"] = -1, 1
+    return units
 
 
 class ConsumeQueue:
@@ -68,13 +78,20 @@ class ConsumeQueue:
         if not len(qoffs):
             return
         if int(qoffs[0]) != cur:
-            raise ValueError(f"{self.topic}/{self.queue_id}: unit {int(qoffs[0])} would leave a gap after {cur}")
+            # The records in between were deleted before they were dispatched.
+            _log.warning("%s/%d: units %d-%d were lost to retention before dispatch; skipping them",
+                         self.topic, self.queue_id, cur, int(qoffs[0]) - 1)
+            self._append(_dead_units(int(qoffs[0]) - cur))
+            self._min_logical = max(self._min_logical, int(qoffs[0]))
         units = np.empty(len(qoffs), UNIT_DTYPE)
         units["phy"], units["size"], units["tag"] = phys, sizes, tags
+        self._append(units)
+
+    def _append(self, units: np.ndarray) -> None:
         data = units.tobytes()
         pos = 0
         while pos < len(data):
-            seg = self.files.writable(cur * UNIT_SIZE)
+            seg = self.files.writable(self.files.max_offset())
             take = min(seg.remaining, len(data) - pos)
             seg.append(data[pos : pos + take])
             pos += take
@@ -86,10 +103,7 @@ class ConsumeQueue:
         (phy -1, size 1) that no read ever serves.
         """
         seg = self.files.writable(first * UNIT_SIZE)
-        dead = first - seg.start_offset // UNIT_SIZE
-        filler = np.zeros(dead, UNIT_DTYPE)
-        filler["phy"], filler["size"] = -1, 1
-        seg.append(filler.tobytes())
+        seg.append(_dead_units(first - seg.start_offset // UNIT_SIZE).tobytes())
         self._min_logical = first
         return first
 

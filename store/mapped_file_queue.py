@@ -124,14 +124,14 @@ class MappedFileQueue:
             f.destroy()
         return len(doomed)
 
-    def delete_expired(self, max_age_s: float, force: bool, limit: int = 10) -> int:
-        """Delete up to ``limit`` old segments from the front; never the last."""
+    def delete_expired(self, max_age_s: float, force: bool, limit: int = 10, below: int | None = None) -> int:
+        """Delete up to ``limit`` old segments from the front; never the last, nor one reaching ``below``."""
         now = time.time()
         doomed: list[MappedFile] = []
         with self._lock:
             for f in self._files[:-1][:limit]:
                 age = now - f.path.stat().st_mtime
-                if not force and age < max_age_s:
+                if (not force and age < max_age_s) or (below is not None and f.end_offset > below):
                     break
                 doomed.append(f)
             self._files = self._files[len(doomed) :]

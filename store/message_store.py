@@ -65,7 +65,8 @@ class MessageStore:
         self._logics = LogicsFlushService(config.checkpoint_interval_ms, self._flush_logics)
         self._retention = RetentionService(
             self.commitlog, root, config.retention_hours, config.disk_soft_limit_ratio,
-            config.disk_hard_limit_ratio, config.retention_check_interval_s, self._after_retention)
+            config.disk_hard_limit_ratio, config.retention_check_interval_s, self._after_retention,
+            lambda: self.reput.reput_offset)
         self._lock = StoreLock(root)
         self.max_message_bytes = min(config.max_message_bytes, config.commitlog_segment_bytes - codec.MIN_BLANK)
         self._born_host = codec.encode_host(config.store_host)

@@ -38,11 +38,13 @@ class RetentionService:
         hard_ratio: float,
         interval_s: float,
         after_delete: Callable[[int], None],
+        dispatched: Callable[[], int],
     ) -> None:
         self.commitlog, self.root = commitlog, root
         self.max_age_s = retention_hours * 3600
         self.soft, self.hard, self.interval = soft_ratio, hard_ratio, interval_s
         self.after_delete = after_delete
+        self.dispatched = dispatched  # never delete what the reput service has not read
         self.disk_full = False
         self.last_ratio = 0.0
         self._stop = threading.Event()
@@ -84,7 +86,8 @@ class RetentionService:
             ratio = self.check_disk()
             deleted = 0
             if force or ratio >= self.soft:
-                deleted = self.commitlog.queue.delete_expired(0 if force else self.max_age_s, force, limit=1 << 30)
+                deleted = self.commitlog.queue.delete_expired(0 if force else self.max_age_s, force, limit=1 << 30,
+                                                              below=self.dispatched())
             if deleted:
                 self.after_delete(self.commitlog.min_offset())
                 self.check_disk()

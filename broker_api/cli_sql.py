@@ -1,0 +1,72 @@
+"""``sparkmq sql "SELECT ..."``: the embedded SQL engine over the mirror, from the shell.
+
+Reads the Delta table on disk directly (no broker needed): the table is
+``[mirror] table_uri`` from the settings, by default ``<data dir>/delta/messages``.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import orjson
+import typer
+from pydantic import ValidationError
+
+from connectors import SqlError, is_truncated, run_sql
+from connectors.jsonrows import table_rows
+
+from .cli_client import console, fail, print_table
+from .settings import load_settings
+
+__all__ = ["sql_command"]
+
+_FORMATS = ("table", "csv", "json")
+
+
+def sql_command(
+    sql: Annotated[str, typer.Argument(help="One read-only statement; the mirror table is `messages`.")],
+    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="Broker data directory [default: ./data].")] = None,
+    config: Annotated[Optional[str], typer.Option(help="TOML settings file [default: ./conf/broker.toml].")] = None,
+    output: Annotated[str, typer.Option("--format", "-f", help="table | csv | json.")] = "table",
+    max_rows: Annotated[Optional[int], typer.Option("--max-rows", help="Row limit [default: [mirror] sql_max_rows].")] = None,
+) -> None:
+    """Run SQL over the Delta mirror, e.g. sparkmq sql "SELECT topic, count(*) FROM messages GROUP BY topic"."""
+    if output not in _FORMATS:
+        fail(f"--format must be one of {', '.join(_FORMATS)}, not {output!r}")
+    try:
+        settings = load_settings(config, broker={"data_dir": data_dir} if data_dir else {})
+    except (FileNotFoundError, ValidationError) as exc:
+        fail(f"invalid settings: {exc}")
+    values = settings.mirror_values()
+    limit = values["sql_max_rows"] if max_rows is None else max_rows
+    if values["table_uri"] and "://" not in values["table_uri"] and not Path(values["table_uri"]).exists():
+        fail(f"no mirror table at {values['table_uri']}; run a broker with the mirror on, or pass --data-dir")
+    try:
+        table = run_sql(values["table_uri"], sql, max_rows=limit, timeout_s=values["sql_timeout_s"])
+    except SqlError as exc:
+        fail(str(exc))
+    columns, rows = table_rows(table)
+    truncated = is_truncated(table)
+    _print(output, columns, rows, truncated)
+
+
+def _print(output: str, columns: list[str], rows: list[list[object]], truncated: bool) -> None:
+    if output == "json":
+        sys.stdout.write(orjson.dumps({"columns": columns, "rows": rows, "truncated": truncated}).decode() + "\n")
+    elif output == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows([_csv_cell(v) for v in row] for row in rows)
+    else:
+        print_table(columns, rows)
+        note = " (truncated; raise --max-rows)" if truncated else ""
+        console.print(f"{len(rows)} row(s){note}", highlight=False)
+
+
+def _csv_cell(value: object) -> object:
+    if isinstance(value, (list, dict)):
+        return orjson.dumps(value).decode()
+    return "" if value is None else value
