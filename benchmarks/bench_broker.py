@@ -1,0 +1,272 @@
+"""Broker benchmark: HTTP produce/pull against Redis Streams and a bare FastAPI route.
+
+    python benchmarks/bench_broker.py --duration 5            # all phases, 5 s each
+    python benchmarks/bench_broker.py --duration 5 --soak-s 600   # plus the memory soak
+
+Phases, each side by side in one run:
+
+* batch produce: POST 1000 x 100 B JSON messages per request
+  vs Redis ``XADD`` pipelined 50 deep (appendonly yes, appendfsync everysec)
+* single produce: POST one message per request
+  vs a bare FastAPI route (raw body in, small JSON out) under the same uvicorn: the framework ceiling
+* Arrow pull: pages of 10,000 messages (``Accept: application/vnd.apache.arrow.stream``)
+  vs Redis ``XREADGROUP ... COUNT 1000 NOACK``
+* long-poll latency: 1,000 msg/s produced, a consumer long-polls; p50/p99 produce -> receive
+* soak (optional): single produce at half the measured rate; broker anonymous memory,
+  threads and file descriptors before/after.
+
+Clients are asyncio raw-socket HTTP/1.1 and RESP clients in separate processes
+(the same client style for every peer).  Redis is skipped with a message when
+``redis-server`` is not installed.  Everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+from fastapi import FastAPI, Request
+from starlette.responses import Response
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.bench_broker_clients import (  # noqa: E402
+    http_load,
+    longpoll_latency,
+    pull_arrow_all,
+    redis_read_all,
+    redis_xadd_load,
+)
+
+TOPIC = "bench"
+ARROW = "application/vnd.apache.arrow.stream"
+QUEUES = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port} after {timeout_s}s")
+
+
+def start_broker(data_dir: Path, flush_mode: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    env = {**os.environ, "SPARKMQ_MIRROR__ENABLED": "false", "SPARKMQ_STORE__FLUSH_MODE": flush_mode,
+           "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(256 << 20)}
+    proc = subprocess.Popen([sys.executable, "-m", "broker_api", "serve", "--port", str(port),
+                             "--data-dir", str(data_dir)], cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+    wait_port(port, proc)
+    return proc, port
+
+
+def start_bare() -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--bare-server", str(port)], cwd=REPO)
+    wait_port(port, proc)
+    return proc, port
+
+
+def run_bare_server(port: int) -> None:
+    """The framework ceiling: a FastAPI route that reads the body and answers small JSON."""
+    import uvicorn
+
+    app = FastAPI()
+
+    @app.post("/bare")
+    async def bare(request: Request) -> Response:
+        body = await request.body()
+        return Response(orjson.dumps({"results": [{"n": len(body)}]}), media_type="application/json")
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int] | None:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        print("redis-server not installed: skipping the Redis peer (apt-get install -y redis-server)")
+        return None
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp),
+                             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+                             "--protected-mode", "no"], stdout=subprocess.DEVNULL)
+    wait_port(port, proc)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def in_processes(n: int, fn: Callable[..., Any], *args: Any) -> list[Any]:
+    """Run ``fn(*args)`` in ``n`` processes at once; their results in a list."""
+    with mp.get_context("spawn").Pool(n) as pool:
+        return pool.starmap(fn, [args] * n)
+
+
+def http_request(port: int, path: str, body: bytes, ctype: str = "application/json") -> bytes:
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return head + body
+
+
+def report(name: str, value: float, unit: str, peer: str | None = None, peer_value: float | None = None) -> None:
+    line = f"{name:<34} {value:>12,.0f} {unit}"
+    if peer is not None and peer_value:
+        line += f"   | {peer}: {peer_value:,.0f} {unit}  (ratio {value / peer_value:.2f}x)"
+    print(line, flush=True)
+
+
+def proc_stats(pid: int) -> dict[str, int]:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return {"rss_anon_kb": int(fields["RssAnon"].split()[0]), "threads": int(fields["Threads"]),
+            "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+def phase_batch_produce(args: argparse.Namespace, bport: int, rport: int | None) -> None:
+    body = orjson.dumps({"messages": [{"body": "x" * 100} for _ in range(1000)]})
+    req = http_request(bport, f"/v1/topics/{TOPIC}/messages", body)
+    res = in_processes(args.clients, http_load, bport, req, args.duration, 2)
+    broker = sum(r["requests"] for r in res) * 1000 / args.duration
+    redis = None
+    if rport is not None:
+        rres = in_processes(args.clients, redis_xadd_load, rport, TOPIC, 50, args.duration, 100)
+        redis = sum(rres) / args.duration
+    report("batch produce JSON (1000 x 100 B)", broker, "msgs/s", "Redis XADD -P 50", redis)
+    areq = http_request(bport, f"/v1/topics/{TOPIC}/messages", _arrow_batch(1000, 100), ARROW)
+    ares = in_processes(args.clients, http_load, bport, areq, args.duration, 2)
+    report("batch produce Arrow (1000 x 100 B)", sum(r["requests"] for r in ares) * 1000 / args.duration,
+           "msgs/s", "Redis XADD -P 50", redis)
+
+
+def _arrow_batch(n: int, size: int) -> bytes:
+    import pyarrow as pa
+
+    table = pa.table({"body": pa.array([b"x" * size] * n, pa.binary())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def phase_single_produce(args: argparse.Namespace, bport: int, bare_port: int) -> float:
+    body = orjson.dumps({"messages": [{"body": "x" * 100}]})
+    req = http_request(bport, f"/v1/topics/{TOPIC}1/messages", body)
+    res = in_processes(args.clients, http_load, bport, req, args.duration, args.connections)
+    broker = sum(r["requests"] for r in res) / args.duration
+    bare_req = http_request(bare_port, "/bare", body)
+    bres = in_processes(args.clients, http_load, bare_port, bare_req, args.duration, args.connections)
+    bare = sum(r["requests"] for r in bres) / args.duration
+    report("single produce", broker, "req/s", "bare FastAPI route", bare)
+    return broker
+
+
+def phase_pull(args: argparse.Namespace, bport: int, rport: int | None) -> None:
+    n, seconds = pull_arrow_all(bport, TOPIC, QUEUES)
+    broker = n / seconds
+    redis = None
+    if rport is not None:
+        rn, rseconds = redis_read_all(rport, TOPIC)
+        redis = rn / rseconds
+    report(f"Arrow pull ({n:,} msgs)", broker, "msgs/s", "Redis XREADGROUP COUNT 1000", redis)
+
+
+def phase_latency(args: argparse.Namespace, bport: int) -> None:
+    lat = longpoll_latency(bport, f"{TOPIC}-lat", 1000, args.duration)
+    print(f"{'produce -> long-poll latency':<34} p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  "
+          f"max {lat['max_ms']:.2f} ms  ({lat['n']} msgs at 1,000 msg/s)", flush=True)
+
+
+def phase_soak(args: argparse.Namespace, bport: int, pid: int, rate: float) -> None:
+    body = orjson.dumps({"messages": [{"body": "x" * 100}]})
+    req = http_request(bport, f"/v1/topics/{TOPIC}-soak/messages", body)
+    in_processes(1, http_load, bport, req, 5.0, 2, rate / 2)  # warm-up
+    before = proc_stats(pid)
+    (res,) = in_processes(1, http_load, bport, req, args.soak_s, 4, rate / 2)
+    time.sleep(2)
+    after = proc_stats(pid)
+    achieved = res["requests"] / args.soak_s
+    print(f"soak {args.soak_s:.0f} s at {achieved:,.0f} req/s ({res['errors']} errors): anon memory "
+          f"{before['rss_anon_kb'] / 1024:.1f} -> {after['rss_anon_kb'] / 1024:.1f} MiB, "
+          f"threads {before['threads']} -> {after['threads']}, fds {before['fds']} -> {after['fds']}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per phase")
+    parser.add_argument("--clients", type=int, default=2, help="client processes")
+    parser.add_argument("--connections", type=int, default=8, help="connections per client process")
+    parser.add_argument("--flush-mode", default="async", choices=["async", "sync"])
+    parser.add_argument("--soak-s", type=float, default=0.0, help="memory soak length (0 = skip)")
+    parser.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
+    parser.add_argument("--phases", default="batch,single,pull,latency",
+                        help="comma-separated subset of batch,single,pull,latency (pull needs batch)")
+    parser.add_argument("--bare-server", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare_server:
+        run_bare_server(args.bare_server)
+        return
+    run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+    procs: list[subprocess.Popen[bytes] | None] = []
+    try:
+        broker, bport = start_broker(tmp / "data", args.flush_mode)
+        bare, bare_port = start_bare()
+        redis = None if args.no_redis else start_redis(tmp)
+        procs += [broker, bare, redis[0] if redis else None]
+        rport = redis[1] if redis else None
+        print(f"sparkmq broker bench: {os.cpu_count()} cores, {args.duration:g} s per phase, "
+              f"{args.clients} client processes, flush {args.flush_mode}", flush=True)
+        phases = set(args.phases.split(","))
+        if "batch" in phases:
+            phase_batch_produce(args, bport, rport)
+        rate = phase_single_produce(args, bport, bare_port) if "single" in phases or args.soak_s > 0 else 0.0
+        if "pull" in phases:
+            phase_pull(args, bport, rport)
+        if "latency" in phases:
+            phase_latency(args, bport)
+        if args.soak_s > 0:
+            phase_soak(args, bport, broker.pid, rate)
+    finally:
+        for proc in procs:
+            stop(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The FastAPI application: routers, error handlers and the broker lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from . import routes_admin, routes_groups, routes_messages, routes_ops, routes_tx, sql_api
+from .broker import Broker
+from .errors import install_handlers
+from .settings import BrokerSettings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: BrokerSettings) -> FastAPI:
+    """Build the app; the broker starts in the lifespan and is ``app.state.broker``."""
+    broker = Broker(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        if not broker.ready:  # `sparkmq serve` starts it before uvicorn; embedders rely on this
+            await loop.run_in_executor(None, broker.start, loop)
+        app.state.mirror = broker.mirror
+        try:
+            yield
+        finally:
+            await loop.run_in_executor(None, broker.stop)
+
+    app = FastAPI(
+        title="sparkmq broker",
+        version="0.1.0",
+        description="RocketMQ-style broker: produce, long-poll pull (JSON or Arrow), consumer groups, "
+        "transactions, exactly-once sink commits. Errors are {\"error\": code, \"message\": text}.",
+        lifespan=lifespan,
+    )
+    app.state.broker = broker
+    app.state.settings = settings
+    app.state.mirror = None
+    install_handlers(app)
+    for module in (routes_messages, routes_admin, routes_groups, routes_tx, routes_ops, sql_api):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,173 @@
+"""The running broker (RocketMQ's BrokerController): wiring and lifecycle.
+
+Start-up, as in the seeds: load metadata (consumer offsets, subscription
+groups, topics) -> open and recover the store -> reconcile topics with the
+store -> recover transactions -> start services (write pool, arrival
+listener for long polling, Delta mirror) -> periodic jobs (persist offsets,
+log store stats, expire transactions, slow-consumer protection).
+``stop()`` reverses it: release parked pulls, stop jobs and writers, stop the
+mirror, persist offsets and transactions, shut the store down cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from store import MessageStore, StoreError
+
+from .batcher import ProduceBatcher
+from .fastfail import WriteGate
+from .groups import GroupManager
+from .longpoll import PullWaiters
+from .metrics import Metrics
+from .namesrv.wire import DataVersion
+from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
+from .settings import BrokerSettings
+from .tasks import PeriodicService
+from .topics import TopicManager
+from .transactions import HALF_TOPIC, TransactionService
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    """Holds every part of a running broker; the FastAPI lifespan drives it."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        meta = settings.meta_path
+        self.store = MessageStore(settings.store_config())
+        self.topics = TopicManager(meta / "topics.json", settings.broker.default_queues,
+                                   settings.broker.auto_create_topics)
+        self.groups = GroupManager(meta)
+        self.gate = WriteGate(settings.fast_failure, inline=settings.store.flush_mode == "async")
+        self.writer = ProduceBatcher(self.gate, self.store.put_messages)
+        self.transactions = TransactionService(self.store, meta, settings.transactions)
+        self.metrics = Metrics()
+        self.periodic = PeriodicService()
+        self.waiters: PullWaiters | None = None
+        self.mirror: Any = None
+        self.registrar: NamesrvRegistrar | None = None
+        self.data_version = DataVersion()
+        self.topics.listeners.append(self._topics_changed)
+        self.ready = False
+        self._round_robin: dict[str, int] = {}
+
+    @property
+    def address(self) -> str:
+        return f"{self.settings.broker.host}:{self.settings.broker.port}"
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.settings.meta_path.mkdir(parents=True, exist_ok=True)
+        self.groups.load()
+        self.store.start()
+        self.topics.load(self.store)
+        self.topics.ensure_system(HALF_TOPIC)
+        self.transactions.start()
+        self.waiters = PullWaiters(loop)
+        self.store.add_arrival_listener(self.waiters.on_arrival)
+        self.gate.start(loop)
+        self.mirror = self._start_mirror()
+        self._schedule()
+        self.periodic.start()
+        self.ready = True
+
+    def start_registration(self, address: str) -> None:
+        """Register with the NameServers of ``[broker] namesrv_addr`` (if any) as ``address``.
+
+        Called once the HTTP socket listens, so ``address`` is the real one.
+        """
+        b = self.settings.broker
+        if not b.namesrv_addr or self.registrar is not None:
+            return
+        identity = BrokerIdentity(b.cluster, b.name, 0, address)
+        self.registrar = NamesrvRegistrar(b.namesrv_addr, identity, lambda: topics_payload(self.topics.list()),
+                                          lambda: self.data_version, interval_s=b.register_interval_s)
+        self.registrar.start()
+
+    def _topics_changed(self) -> None:
+        self.data_version.next_version()
+        if self.registrar is not None:
+            self.registrar.register_now()
+
+    def stop(self) -> None:
+        self.ready = False
+        if self.registrar is not None:
+            self.registrar.stop()  # unregister first: clients stop routing here
+            self.registrar = None
+        if self.waiters is not None:
+            self.waiters.wake_all()
+        self.periodic.stop()
+        self.gate.stop()
+        if self.mirror is not None:
+            self.mirror.stop()
+        self.transactions.stop()
+        self.groups.persist()
+        self.store.shutdown()
+
+    def _start_mirror(self) -> Any:
+        if not self.settings.mirror.enabled:
+            return None
+        from connectors import DeltaMirror, MirrorConfig  # imports deltalake: only when enabled
+
+        mirror = DeltaMirror(self.store, MirrorConfig(**self.settings.mirror_values()))
+        mirror.start()
+        return mirror
+
+    def _schedule(self) -> None:
+        s = self.settings
+        self.periodic.add("persist-offsets", s.groups.offsets_flush_interval_s, self.groups.persist)
+        self.periodic.add("store-stats", s.broker.stats_log_interval_s, self._log_stats)
+        self.periodic.add("expire-transactions", s.transactions.check_interval_s, self.transactions.expire)
+        if s.protection.disable_slow_consumers:
+            self.periodic.add("protect-broker", s.protection.check_interval_s, self.protect)
+
+    def _log_stats(self) -> None:
+        log.info("store stats: %s", self.store.stats())
+
+    # -- queries shared by routes, metrics and protection ----------------
+
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min_offset, max_offset) of a queue; (0, 0) for a queue without data."""
+        try:
+            return self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id)
+        except StoreError:
+            return 0, 0
+
+    def group_lag(self, group: str) -> list[dict[str, Any]]:
+        """Per topic/queue: committed offset, max offset and lag of ``group``."""
+        rows = []
+        for topic, offsets in sorted(self.groups.topics_of(group).items()):
+            if not self.topics.exists(topic):
+                continue
+            for queue_id, committed in sorted(offsets.items()):
+                _, max_offset = self.queue_range(topic, queue_id)
+                rows.append({"topic": topic, "queue_id": queue_id, "committed_offset": committed,
+                             "max_offset": max_offset, "lag": max(0, max_offset - committed)})
+        return rows
+
+    def reserve_round_robin(self, topic: str, n: int) -> int:
+        """Reserve ``n`` round-robin slots of ``topic``; returns the first (queue = slot % queues)."""
+        start = self._round_robin.get(topic, 0)
+        self._round_robin[topic] = start + n
+        return start
+
+    def protect(self) -> list[str]:
+        """Disable groups lagging past the threshold (RocketMQ's protectBroker)."""
+        limit = self.settings.protection.max_lag_messages
+        disabled = []
+        for group in self.groups.names():
+            lag = sum(r["lag"] for r in self.group_lag(group))
+            if lag > limit and self.groups.config(group)["consume_enabled"]:
+                reason = f"lag {lag} messages exceeded [protection] max_lag_messages={limit}"
+                self.groups.set_consume_enabled(group, False, reason)
+                log.warning("slow-consumer protection disabled group %s: %s", group, reason)
+                disabled.append(group)
+        return disabled
+
+    def mirror_lag(self) -> dict[str, Any] | None:
+        return None if self.mirror is None else self.mirror.lag()

@@ -1,0 +1,225 @@
+"""The broker's error hierarchy and the one table that maps errors to HTTP.
+
+Every error answer has the body ``{"error": "<code>", "message": "<what was
+wrong and what to do>"}``.  :data:`ERROR_TABLE` maps exception classes (the
+broker's own and the store's) to a status and a code; :func:`install_handlers`
+registers one handler that walks an exception's MRO through the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+import store
+
+__all__ = [
+    "BrokerError",
+    "BadRequestError",
+    "BadJsonError",
+    "BadTopicNameError",
+    "BadOffsetError",
+    "BadMessageError",
+    "UnsupportedMediaTypeError",
+    "TopicNotFoundError",
+    "QueueNotFoundError",
+    "TopicExistsError",
+    "GroupNotFoundError",
+    "PermissionDeniedError",
+    "GroupDisabledError",
+    "BatchTooLargeError",
+    "TransactionNotFoundError",
+    "TransactionStateError",
+    "BrokerBusyError",
+    "NotReadyError",
+    "ERROR_TABLE",
+    "error_response",
+    "install_handlers",
+]
+
+
+class BrokerError(Exception):
+    """Raised when the broker cannot serve a request as asked."""
+
+    def __init__(self, message: str, *, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+class BadRequestError(BrokerError):
+    """Raised when a request is malformed in a way no narrower class covers."""
+
+
+class BadJsonError(BadRequestError):
+    """Raised when a request body is not valid JSON."""
+
+
+class BadTopicNameError(BadRequestError):
+    """Raised when a topic name is empty, too long, reserved or has bad characters."""
+
+
+class BadOffsetError(BadRequestError):
+    """Raised when an offset or queue id parameter is not a non-negative integer."""
+
+
+class BadMessageError(BadRequestError):
+    """Raised when one message of a produce request is malformed."""
+
+
+class UnsupportedMediaTypeError(BrokerError):
+    """Raised when a request body has a content type the route does not take."""
+
+
+class TopicNotFoundError(BrokerError):
+    """Raised when a topic does not exist (and may not be auto-created)."""
+
+
+class QueueNotFoundError(BrokerError):
+    """Raised when a queue id is outside the topic's queue range."""
+
+
+class GroupNotFoundError(BrokerError):
+    """Raised when a consumer group has never committed an offset."""
+
+
+class TopicExistsError(BrokerError):
+    """Raised when creating a topic that already exists with other settings."""
+
+
+class PermissionDeniedError(BrokerError):
+    """Raised when a topic's permission forbids the operation (perm r/w)."""
+
+
+class GroupDisabledError(BrokerError):
+    """Raised when a consumer group was disabled by slow-consumer protection."""
+
+
+class BatchTooLargeError(BrokerError):
+    """Raised when a request carries more messages or bytes than allowed."""
+
+
+class TransactionNotFoundError(BrokerError):
+    """Raised when a transaction id is unknown (never opened or long forgotten)."""
+
+
+class TransactionStateError(BrokerError):
+    """Raised when a transaction cannot move to the asked state (e.g. commit after rollback)."""
+
+
+class BrokerBusyError(BrokerError):
+    """Raised when a request waited too long for the store or the store is busy."""
+
+
+class NotReadyError(BrokerError):
+    """Raised when the broker is starting or stopping and cannot serve yet."""
+
+
+# class -> (HTTP status, error code).  Looked up along the exception's MRO,
+# so the most specific entry wins.
+ERROR_TABLE: dict[type[BaseException], tuple[int, str]] = {
+    BadJsonError: (400, "bad_json"),
+    BadTopicNameError: (400, "bad_topic_name"),
+    BadOffsetError: (400, "bad_offset"),
+    BadMessageError: (400, "bad_message"),
+    BadRequestError: (400, "bad_request"),
+    UnsupportedMediaTypeError: (415, "unsupported_media_type"),
+    TopicNotFoundError: (404, "topic_not_found"),
+    QueueNotFoundError: (404, "queue_not_found"),
+    GroupNotFoundError: (404, "group_not_found"),
+    TopicExistsError: (409, "topic_exists"),
+    PermissionDeniedError: (403, "permission_denied"),
+    GroupDisabledError: (403, "group_disabled"),
+    BatchTooLargeError: (413, "batch_too_large"),
+    TransactionNotFoundError: (404, "transaction_not_found"),
+    TransactionStateError: (409, "transaction_conflict"),
+    BrokerBusyError: (503, "broker_busy"),
+    NotReadyError: (503, "not_ready"),
+    BrokerError: (500, "broker_error"),
+    store.MessageTooLargeError: (413, "message_too_large"),
+    store.InvalidMessageError: (400, "bad_message"),
+    store.InvalidOffsetError: (400, "bad_offset"),
+    store.MessageNotFoundError: (404, "message_not_found"),
+    store.DiskFullError: (507, "disk_full"),
+    store.StoreClosedError: (503, "store_closed"),
+    store.CorruptRecordError: (500, "corrupt_record"),
+    store.StoreError: (500, "store_error"),
+}
+
+_STORE_ADVICE: dict[str, str] = {
+    "message_too_large": "; send smaller messages or raise [store] max_message_bytes",
+    "disk_full": "; free disk space or run POST /v1/admin/retention",
+    "store_closed": "; the broker is shutting down, retry against a running broker",
+}
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    body = orjson.dumps({"error": code, "message": message})
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _lookup(exc: BaseException) -> tuple[int, str]:
+    for cls in type(exc).__mro__:
+        if cls in ERROR_TABLE:
+            return ERROR_TABLE[cls]
+    return 500, "internal_error"
+
+
+async def _handle_mapped(request: Request, exc: Exception) -> Response:
+    status, code = _lookup(exc)
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, store.StoreError):
+        message += _STORE_ADVICE.get(code, "")
+    headers: dict[str, str] | None = None
+    retry = getattr(exc, "retry_after_s", None)
+    if retry is None and status == 503:
+        retry = 1
+    if retry is not None:
+        headers = {"Retry-After": str(retry)}
+    return error_response(status, code, message, headers)
+
+
+async def _handle_validation(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    details: list[Any] = exc.errors()
+    if details and details[0].get("type") == "json_invalid":
+        return error_response(400, "bad_json", "request body is not valid JSON; send a JSON object")
+    parts = []
+    for err in details[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return error_response(400, "bad_request", "invalid request: " + "; ".join(parts) + "; see /docs")
+
+
+async def _handle_http(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    message = str(exc.detail)
+    if exc.status_code == 404:
+        message = f"no route for {request.method} {request.url.path}; see /docs for the API"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}; see /docs"
+    return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
+
+
+async def _handle_unexpected(request: Request, exc: Exception) -> Response:
+    # A bug, not a user error: still answer in the documented shape (the
+    # exception is logged by the server as well).
+    return error_response(500, "internal_error",
+                          f"the broker failed unexpectedly ({type(exc).__name__}: {exc}); see the broker log")
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
+    app.add_exception_handler(BrokerError, _handle_mapped)
+    app.add_exception_handler(store.StoreError, _handle_mapped)
+    app.add_exception_handler(RequestValidationError, _handle_validation)
+    app.add_exception_handler(StarletteHTTPException, _handle_http)
+    app.add_exception_handler(Exception, _handle_unexpected)

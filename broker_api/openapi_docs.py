@@ -1,0 +1,103 @@
+"""OpenAPI descriptions of the hot routes, whose bodies FastAPI never parses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PRODUCE_DOC", "PULL_DOC"]
+
+_MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "body": {"type": "string", "description": "UTF-8 text body"},
+        "body_base64": {"type": "string", "description": "binary body, base64 (instead of body)"},
+        "keys": {"type": "array", "items": {"type": "string"}, "description": "keys; the first picks the queue"},
+        "tags": {"type": "string"},
+        "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+        "queue_id": {"type": "integer", "minimum": 0, "description": "explicit queue (else key hash / round robin)"},
+    },
+}
+
+_ARROW_PRODUCE = (
+    "Arrow IPC stream: column `body` (binary or string) and optional `keys` (list<string> or string), "
+    "`tags` (string), `properties` (map<string,string>), `queue_id` (int)."
+)
+
+_TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
+_QUEUE = {"name": "queue_id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
+
+PRODUCE_DOC: dict[str, Any] = {
+    "parameters": [
+        _TOPIC,
+        {"name": "transactional", "in": "query", "schema": {"type": "boolean"},
+         "description": "store half messages (non-JSON bodies; JSON uses the body field)"},
+        {"name": "transaction_id", "in": "query", "schema": {"type": "string"},
+         "description": "add half messages to this open transaction"},
+        {"name": "key", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+         "description": "keys of a raw octet-stream message"},
+        {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tags of a raw message"},
+        {"name": "queue_id", "in": "query", "schema": {"type": "integer"}, "description": "queue of a raw message"},
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["messages"],
+                    "properties": {
+                        "messages": {"type": "array", "items": _MESSAGE_SCHEMA},
+                        "transactional": {"type": "boolean", "default": False},
+                    },
+                },
+                "example": {"messages": [{"body": "hello", "keys": ["order-1"], "tags": "TagA"}]},
+            },
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/vnd.apache.arrow.stream": {
+                "schema": {"type": "string", "format": "binary", "description": _ARROW_PRODUCE}
+            },
+        },
+    },
+    "responses": {
+        "200": {
+            "description": "where each message landed, in request order",
+            "content": {"application/json": {"example": {
+                "results": [{"msg_id": "7F00000100002A9F0000000000000000", "queue_id": 1, "queue_offset": 0}]
+            }}},
+        },
+        "413": {"description": "message_too_large / batch_too_large"},
+        "503": {"description": "broker_busy (fast failure), with Retry-After"},
+    },
+}
+
+PULL_DOC: dict[str, Any] = {
+    "parameters": [
+        _TOPIC,
+        _QUEUE,
+        {"name": "offset", "in": "query", "required": True, "schema": {"type": "integer", "minimum": 0}},
+        {"name": "max_messages", "in": "query", "schema": {"type": "integer", "default": 32},
+         "description": "capped at [limits] max_pull_messages_json / _arrow"},
+        {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "default": 0},
+         "description": "long poll: hold the request up to this long when nothing is new"},
+        {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tag filter, e.g. A||B"},
+        {"name": "group", "in": "query", "schema": {"type": "string"},
+         "description": "consumer group (checked against slow-consumer protection)"},
+    ],
+    "responses": {
+        "200": {
+            "description": "a page of messages; Arrow IPC with Accept: application/vnd.apache.arrow.stream "
+            "(page metadata then in X-Sparkmq-Status / -Next-Offset / -Min-Offset / -Max-Offset headers)",
+            "content": {
+                "application/json": {"example": {
+                    "status": "FOUND", "next_offset": 1, "min_offset": 0, "max_offset": 1,
+                    "messages": [{"msg_id": "7F00000100002A9F0000000000000000", "topic": "t", "queue_id": 0,
+                                  "offset": 0, "keys": [], "tags": None, "properties": {},
+                                  "born_timestamp": 0, "store_timestamp": 0, "body": "hello"}],
+                }},
+                "application/vnd.apache.arrow.stream": {"schema": {"type": "string", "format": "binary"}},
+            },
+        },
+        "403": {"description": "group_disabled / permission_denied"},
+        "404": {"description": "topic_not_found / queue_not_found"},
+    },
+}

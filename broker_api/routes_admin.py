@@ -1,0 +1,113 @@
+"""Topic admin, queue info and message lookup routes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+from starlette.responses import JSONResponse
+
+from store import MessageNotFoundError
+
+from .broker import Broker
+from .topics import SYSTEM_PREFIX, TopicConfig
+from .wire import message_to_json
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["topics"])
+
+
+class TopicCreate(BaseModel):
+    """Body of POST /v1/topics."""
+
+    name: str
+    queues: int | None = Field(default=None, ge=1, le=1024, description="default: [broker] default_queues")
+    perm: Literal["rw", "r", "w", ""] = "rw"
+
+
+def _broker(request: Request) -> Broker:
+    return request.app.state.broker  # type: ignore[no-any-return]
+
+
+def _queues(broker: Broker, cfg: TopicConfig) -> list[dict[str, int]]:
+    out = []
+    for qid in range(cfg.queues):
+        lo, hi = broker.queue_range(cfg.name, qid)
+        out.append({"queue_id": qid, "min_offset": lo, "max_offset": hi})
+    return out
+
+
+def _topic_json(cfg: TopicConfig) -> dict[str, Any]:
+    return {"name": cfg.name, "queues": cfg.queues, "perm": cfg.perm}
+
+
+@router.post("/v1/topics", status_code=201, summary="Create a topic")
+def create_topic(body: TopicCreate, request: Request) -> JSONResponse:
+    """201 when created, 200 when an identical topic already exists, 409 when it differs."""
+    broker = _broker(request)
+    queues = body.queues or broker.settings.broker.default_queues
+    existed = broker.topics.exists(body.name)
+    cfg = broker.topics.create(body.name, queues, body.perm, exist_ok=True)
+    return JSONResponse(_topic_json(cfg), status_code=200 if existed else 201)
+
+
+@router.get("/v1/topics", summary="List topics")
+def list_topics(request: Request) -> list[dict[str, Any]]:
+    return [_topic_json(c) for c in _broker(request).topics.list()]
+
+
+@router.get("/v1/topics/{topic}", summary="Describe a topic")
+def get_topic(topic: str, request: Request) -> dict[str, Any]:
+    broker = _broker(request)
+    cfg = broker.topics.get(topic)
+    queues = _queues(broker, cfg)
+    return {**_topic_json(cfg), "queue_offsets": queues,
+            "messages": sum(q["max_offset"] - q["min_offset"] for q in queues)}
+
+
+@router.delete("/v1/topics/{topic}", summary="Delete a topic and its data")
+def delete_topic(topic: str, request: Request) -> dict[str, Any]:
+    broker = _broker(request)
+    broker.topics.delete(topic, broker.store)
+    broker.groups.drop_topic(topic)
+    return {"deleted": topic}
+
+
+@router.get("/v1/topics/{topic}/queues", summary="Queue offsets of a topic")
+def list_queues(topic: str, request: Request) -> list[dict[str, int]]:
+    broker = _broker(request)
+    return _queues(broker, broker.topics.get(topic))
+
+
+@router.get("/v1/topics/{topic}/queues/{queue_id}/offset", summary="Offset at a time")
+def offset_at(topic: str, queue_id: int, request: Request,
+              timestamp_ms: int = Query(..., ge=0, description="epoch ms")) -> dict[str, int]:
+    """First offset stored at or after ``timestamp_ms`` (max offset when none)."""
+    broker = _broker(request)
+    cfg = broker.topics.get(topic)
+    cfg.check_queue(queue_id)
+    lo, hi = broker.queue_range(topic, queue_id)
+    if hi <= lo:
+        return {"offset": hi}
+    return {"offset": broker.store.offset_for_timestamp(topic, queue_id, timestamp_ms)}
+
+
+@router.get("/v1/topics/{topic}/messages", summary="Look messages up by key")
+def query_by_key(topic: str, request: Request, key: str = Query(..., min_length=1),
+                 begin_ms: int = Query(0, ge=0), end_ms: int | None = Query(None, ge=0),
+                 max: int = Query(64, ge=1, le=1000)) -> dict[str, Any]:
+    broker = _broker(request)
+    broker.topics.get(topic)
+    end = end_ms if end_ms is not None else 2**62
+    found = broker.store.query_by_key(topic, key, begin_ms, end, max)
+    return {"messages": [message_to_json(m) for m in found]}
+
+
+@router.get("/v1/messages/{msg_id}", summary="Look a message up by id")
+def get_message(msg_id: str, request: Request) -> dict[str, Any]:
+    found = _broker(request).store.get_message(msg_id)
+    if found.topic.startswith(SYSTEM_PREFIX):
+        raise MessageNotFoundError(f"no message with id {msg_id!r}")
+    return message_to_json(found)

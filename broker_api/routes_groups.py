@@ -1,0 +1,102 @@
+"""Consumer group routes: list, describe with lag, commit and read offsets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from .broker import Broker
+from .errors import BadOffsetError, BadRequestError, GroupNotFoundError
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["groups"])
+_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.%\-]{0,254}$")
+
+
+class OffsetCommit(BaseModel):
+    """Body of PUT /v1/groups/{group}/offsets: next offset to consume per queue."""
+
+    topic: str
+    offsets: dict[str, int]
+
+
+class GroupUpdate(BaseModel):
+    """Body of PUT /v1/groups/{group}."""
+
+    consume_enabled: bool
+
+
+def _broker(request: Request) -> Broker:
+    return request.app.state.broker  # type: ignore[no-any-return]
+
+
+def _check_group(group: str) -> None:
+    if not _GROUP.match(group):
+        raise BadRequestError(
+            f"group name {group!r} is invalid; use 1-255 characters from A-Z a-z 0-9 _ . % -"
+        )
+
+
+@router.get("/v1/groups", summary="List consumer groups")
+def list_groups(request: Request) -> list[dict[str, Any]]:
+    broker = _broker(request)
+    out = []
+    for group in broker.groups.names():
+        rows = broker.group_lag(group)
+        out.append({"group": group, "topics": sorted({r["topic"] for r in rows}),
+                    "total_lag": sum(r["lag"] for r in rows),
+                    "consume_enabled": broker.groups.config(group)["consume_enabled"]})
+    return out
+
+
+@router.get("/v1/groups/{group}", summary="Describe a group: offsets and lag per queue")
+def get_group(group: str, request: Request) -> dict[str, Any]:
+    broker = _broker(request)
+    _check_group(group)
+    if not broker.groups.exists(group):
+        raise GroupNotFoundError(
+            f"consumer group {group!r} has no committed offsets; commit with PUT /v1/groups/{group}/offsets"
+        )
+    rows = broker.group_lag(group)
+    return {"group": group, **broker.groups.config(group), "queues": rows, "total_lag": sum(r["lag"] for r in rows)}
+
+
+@router.put("/v1/groups/{group}", summary="Enable or disable consumption for a group")
+def update_group(group: str, body: GroupUpdate, request: Request) -> dict[str, Any]:
+    broker = _broker(request)
+    _check_group(group)
+    broker.groups.set_consume_enabled(group, body.consume_enabled, None if body.consume_enabled else "by an operator")
+    return {"group": group, **broker.groups.config(group)}
+
+
+@router.put("/v1/groups/{group}/offsets", summary="Commit offsets (next offset to consume)")
+def commit_offsets(group: str, body: OffsetCommit, request: Request) -> dict[str, bool]:
+    broker = _broker(request)
+    _check_group(group)
+    cfg = broker.topics.get(body.topic)
+    parsed: dict[int, int] = {}
+    for raw_qid, offset in body.offsets.items():
+        try:
+            qid = int(raw_qid)
+        except ValueError:
+            raise BadOffsetError(f"queue id {raw_qid!r} is not an integer") from None
+        cfg.check_queue(qid)
+        if offset < 0:
+            raise BadOffsetError(f"offset {offset} for queue {qid} is negative")
+        parsed[qid] = offset
+    broker.groups.commit(group, body.topic, parsed)
+    return {"ok": True}
+
+
+@router.get("/v1/groups/{group}/offsets", summary="Committed offsets of a group on a topic")
+def read_offsets(group: str, request: Request, topic: str = Query(...)) -> dict[str, Any]:
+    """Queues never committed are absent."""
+    broker = _broker(request)
+    _check_group(group)
+    broker.topics.get(topic)
+    offsets = broker.groups.offsets(group, topic)
+    return {"topic": topic, "offsets": {str(q): o for q, o in sorted(offsets.items())}}

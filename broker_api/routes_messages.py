@@ -1,0 +1,227 @@
+"""Hot routes: produce and pull (raw bodies, orjson, no per-request validation).
+
+Their request shapes are documented in the OpenAPI schema via
+``openapi_extra`` instead of pydantic models, so ``/docs`` still shows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from store import GetResult, GetStatus, Message, MessageTooLargeError, PutResult
+
+from .broker import Broker
+from .errors import BadOffsetError, BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
+from .openapi_docs import PRODUCE_DOC, PULL_DOC
+from .topics import TopicConfig
+from .wire import ARROW_STREAM, Draft, message_to_json, messages_to_arrow, parse_arrow_produce, parse_json_produce
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["messages"])
+
+_WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
+_INLINE_PULL_MAX = 256
+_NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
+# curl -d sends form-urlencoded; treat it (and text) as the JSON form.
+_JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(value), status_code=status, media_type="application/json")
+
+
+def _int_param(params: Any, name: str, default: int | None, error: type[BadRequestError] = BadRequestError) -> int:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise error(f"query parameter {name!r} is required")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise error(f"{name}={raw!r} is not an integer; pass a non-negative integer") from None
+    if value < 0:
+        raise error(f"{name}={value} is negative; pass a non-negative integer")
+    return value
+
+
+# -- produce -----------------------------------------------------------------
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise BatchTooLargeError(
+            f"request body of {length} bytes exceeds {limit} bytes ([limits] max_request_bytes); split it"
+        )
+    body = await request.body()
+    if len(body) > limit:
+        raise BatchTooLargeError(f"request body exceeds {limit} bytes ([limits] max_request_bytes); split it")
+    return body
+
+
+def _drafts(request: Request, raw: bytes, max_messages: int) -> tuple[list[Draft], bool]:
+    ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    q = request.query_params
+    if ctype in _JSON_TYPES:
+        return parse_json_produce(raw, max_messages)
+    transactional = q.get("transactional", "false").lower() in ("1", "true", "yes")
+    if ctype == ARROW_STREAM:
+        return parse_arrow_produce(raw, max_messages), transactional
+    if ctype == "application/octet-stream":
+        keys = tuple(k for k in q.getlist("key") if k)
+        qid = _int_param(q, "queue_id", -1) if "queue_id" in q else None
+        return [Draft(raw, keys, q.get("tags") or None, None, qid)], transactional
+    raise UnsupportedMediaTypeError(
+        f"content type {ctype!r} is not accepted; send application/json, application/octet-stream or {ARROW_STREAM}"
+    )
+
+
+def _to_messages(broker: Broker, cfg: TopicConfig, drafts: list[Draft]) -> list[Message]:
+    """Messages with their queue chosen: explicit, else the first key's CRC32, else round robin."""
+    limit = broker.settings.store.max_message_bytes
+    topic, queues = cfg.name, cfg.queues
+    rr = broker.reserve_round_robin(topic, len(drafts))
+    out: list[Message] = []
+    for i, d in enumerate(drafts):
+        if len(d.body) > limit:
+            raise MessageTooLargeError(f"message {i} has a {len(d.body)}-byte body; the limit is {limit} bytes")
+        qid = d.queue_id
+        if qid is None:
+            qid = zlib.crc32(d.keys[0].encode("utf-8")) % queues if d.keys else (rr + i) % queues
+        elif not 0 <= qid < queues:
+            cfg.check_queue(qid)
+        out.append(Message(topic, d.body, qid, d.keys, d.tags, d.properties or _NO_PROPERTIES))
+    return out
+
+
+@router.post("/v1/topics/{topic}/messages", openapi_extra=PRODUCE_DOC, summary="Produce messages")
+async def produce(request: Request) -> Response:
+    """Append messages to a topic (JSON, raw octet-stream or Arrow bulk)."""
+    started = time.perf_counter()
+    topic: str = request.path_params["topic"]
+    broker: Broker = request.app.state.broker
+    raw = await _read_body(request, broker.settings.limits.max_request_bytes)
+    drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages)
+    tx_id = request.query_params.get("transaction_id") or None
+    cfg = broker.topics.for_produce(topic)
+    messages = _to_messages(broker, cfg, drafts)
+    try:
+        if transactional or tx_id:
+            tx_id, results = await broker.gate.run(broker.transactions.add_halves, messages, tx_id, offload=True)
+            body: dict[str, Any] = {"transaction_id": tx_id, "results": _half_results(messages, results)}
+        else:
+            results = await broker.writer.put(messages)
+            body = {"results": [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset}
+                                for r in results]}
+    except Exception as exc:
+        broker.metrics.produce_requests.inc(outcome=type(exc).__name__)
+        raise
+    m = broker.metrics
+    m.produce_requests.inc(outcome="ok")
+    m.produce_messages.inc(len(messages), topic=topic)
+    m.produce_bytes.inc(sum(len(x.body) for x in messages), topic=topic)
+    m.produce_latency.observe(time.perf_counter() - started)
+    return _json(body)
+
+
+def _half_results(messages: list[Message], results: list[PutResult]) -> list[dict[str, Any]]:
+    return [{"msg_id": r.msg_id, "queue_id": m.queue_id, "queue_offset": None} for m, r in zip(messages, results)]
+
+
+# -- pull --------------------------------------------------------------------
+
+
+def _tags(raw: str | None) -> frozenset[str] | None:
+    if raw is None or raw.strip() in ("", "*"):
+        return None
+    return frozenset(t.strip() for t in raw.split("||") if t.strip())
+
+
+async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: frozenset[str] | None) -> GetResult:
+    store, max_bytes = broker.store, broker.settings.limits.max_pull_bytes
+    if n <= _INLINE_PULL_MAX:
+        result = store.get_messages(topic, qid, offset, n, tags, max_bytes)
+    else:
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(None, store.get_messages, topic, qid, offset, n, tags, max_bytes)
+    return _known_queue(result, offset)
+
+
+def _known_queue(result: GetResult, offset: int) -> GetResult:
+    """A queue the broker knows but the store never wrote is empty, not missing."""
+    if result.status != GetStatus.NO_QUEUE:
+        return result
+    status = GetStatus.NO_NEW_MESSAGE if offset == 0 else GetStatus.OFFSET_OVERFLOW
+    return GetResult(status, [], 0, 0, 0)
+
+
+async def _long_poll(broker: Broker, topic: str, qid: int, result: GetResult, n: int,
+                     tags: frozenset[str] | None, wait_ms: int) -> GetResult:
+    """Hold the pull until the queue grows (woken by the reput thread) or the wait ends."""
+    assert broker.waiters is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
+    while result.status in _WAIT_STATUSES and broker.ready:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        offset = result.next_offset
+        event = broker.waiters.register(topic, qid)
+        try:
+            if broker.queue_range(topic, qid)[1] <= offset:
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    pass
+        finally:
+            broker.waiters.unregister(topic, qid, event)
+        result = await _get(broker, topic, qid, offset, n, tags)
+    return result
+
+
+@router.get("/v1/topics/{topic}/queues/{queue_id}/messages", openapi_extra=PULL_DOC, summary="Pull messages")
+async def pull(request: Request) -> Response:
+    """Read a page of one queue as JSON or Arrow, optionally long polling."""
+    started = time.perf_counter()
+    topic: str = request.path_params["topic"]
+    queue_id: str = request.path_params["queue_id"]
+    broker: Broker = request.app.state.broker
+    q = request.query_params
+    qid = _int_param({"queue_id": queue_id}, "queue_id", None, BadOffsetError)
+    offset = _int_param(q, "offset", None, BadOffsetError)
+    arrow = ARROW_STREAM in request.headers.get("accept", "")
+    limits = broker.settings.limits
+    cap = limits.max_pull_messages_arrow if arrow else limits.max_pull_messages_json
+    n = max(1, min(_int_param(q, "max_messages", limits.default_pull_messages), cap))
+    wait_ms = min(_int_param(q, "wait_ms", 0), limits.max_wait_ms)
+    group = q.get("group")
+    if group:
+        broker.groups.check_enabled(group)
+    cfg = broker.topics.for_pull(topic)
+    cfg.check_queue(qid)
+    tags = _tags(q.get("tags"))
+    result = await _get(broker, topic, qid, offset, n, tags)
+    if wait_ms > 0 and result.status in _WAIT_STATUSES:
+        result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms)
+    status = result.status.value
+    m = broker.metrics
+    m.pull_requests.inc(status=status)
+    m.pull_messages.inc(len(result.messages), topic=topic)
+    m.pull_latency.observe(time.perf_counter() - started)
+    if arrow:
+        headers = {"X-Sparkmq-Status": status, "X-Sparkmq-Next-Offset": str(result.next_offset),
+                   "X-Sparkmq-Min-Offset": str(result.min_offset), "X-Sparkmq-Max-Offset": str(result.max_offset)}
+        return Response(messages_to_arrow(result.messages), media_type=ARROW_STREAM, headers=headers)
+    return _json({"status": status, "messages": [message_to_json(x) for x in result.messages],
+                  "next_offset": result.next_offset, "min_offset": result.min_offset,
+                  "max_offset": result.max_offset})

@@ -1,0 +1,119 @@
+"""Operations: broker info, health, readiness, Prometheus metrics, retention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+from starlette.responses import Response
+
+from .broker import Broker
+from .errors import NotReadyError
+from .metrics import render_gauge
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["operations"])
+
+
+class RetentionRequest(BaseModel):
+    """Body of POST /v1/admin/retention."""
+
+    force: bool = False
+
+
+def _broker(request: Request) -> Broker:
+    return request.app.state.broker  # type: ignore[no-any-return]
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Readiness: store open, services running")
+async def readyz(request: Request) -> dict[str, str]:
+    if not _broker(request).ready:
+        raise NotReadyError("the broker is starting or stopping; retry shortly")
+    return {"status": "ready"}
+
+
+@router.get("/v1/broker", summary="Broker identity and store statistics")
+def broker_info(request: Request) -> dict[str, Any]:
+    broker = _broker(request)
+    s = broker.settings
+    stats = broker.store.stats()
+    return {
+        "name": s.broker.name,
+        "cluster": s.broker.cluster,
+        "role": "master",
+        "address": broker.address,
+        "data_dir": str(s.data_path.resolve()),
+        "flush_mode": s.store.flush_mode,
+        "store": stats,
+        "dispatch_behind_bytes": stats.get("dispatch_behind_bytes"),
+        "topics": len(broker.topics.list()),
+        "groups": len(broker.groups.names()),
+        "open_transactions": broker.transactions.open_count(),
+        "parked_pulls": broker.waiters.parked() if broker.waiters else 0,
+        "fast_failures": {"queue_wait": broker.gate.rejected_wait, "busy": broker.gate.rejected_busy},
+        "event_loop_lag_ms": round(broker.gate.loop_lag_ms, 3),
+        "mirror": broker.mirror_lag(),
+        "namesrv": broker.registrar.status() if broker.registrar else None,
+    }
+
+
+@router.post("/v1/admin/retention", summary="Run CommitLog retention now")
+def run_retention(body: RetentionRequest, request: Request) -> dict[str, int]:
+    """``force`` deletes every CommitLog segment but the active one, whatever its age."""
+    return {"deleted_segments": _broker(request).store.run_retention(force=body.force)}  # type: ignore[attr-defined]
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    broker = _broker(request)
+    lines = broker.metrics.render()
+    lines += _queue_gauges(broker)
+    lines += _store_gauges(broker)
+    return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+def _queue_gauges(broker: Broker) -> list[str]:
+    depth, lag = [], []
+    for cfg in broker.topics.list():
+        for qid in range(cfg.queues):
+            lo, hi = broker.queue_range(cfg.name, qid)
+            depth.append(({"topic": cfg.name, "queue": str(qid)}, float(hi - lo)))
+    for group in broker.groups.names():
+        for row in broker.group_lag(group):
+            labels = {"group": group, "topic": row["topic"], "queue": str(row["queue_id"])}
+            lag.append((labels, float(row["lag"])))
+    return (render_gauge("sparkmq_queue_depth_messages", "Readable messages per queue (max - min offset).", depth)
+            + render_gauge("sparkmq_consumer_lag_messages", "Max offset minus committed offset.", lag))
+
+
+def _store_gauges(broker: Broker) -> list[str]:
+    lines: list[str] = []
+    for key, value in sorted(broker.store.stats().items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            lines += render_gauge(f"sparkmq_store_{key}", f"Store statistic {key}.", [({}, float(value))])
+    lines += [
+        "# HELP sparkmq_fast_failures_total Writes answered 503 by fast failure, by reason.",
+        "# TYPE sparkmq_fast_failures_total counter",
+        f'sparkmq_fast_failures_total{{reason="queue_wait"}} {broker.gate.rejected_wait}',
+        f'sparkmq_fast_failures_total{{reason="store_busy"}} {broker.gate.rejected_busy}',
+    ]
+    lines += render_gauge("sparkmq_event_loop_lag_seconds", "Event loop lag (50 ms heartbeat).",
+                          [({}, broker.gate.loop_lag_ms / 1000)])
+    lines += render_gauge("sparkmq_parked_pulls", "Long polls currently waiting.",
+                          [({}, float(broker.waiters.parked() if broker.waiters else 0))])
+    lines += render_gauge("sparkmq_open_transactions", "Transactions neither committed nor rolled back.",
+                          [({}, float(broker.transactions.open_count()))])
+    lag = broker.mirror_lag()
+    if lag is not None:
+        lines += render_gauge("sparkmq_mirror_lag_bytes", "CommitLog bytes not yet mirrored to Delta.",
+                              [({}, float(lag.get("lag_bytes", 0)))])
+        lines += render_gauge("sparkmq_mirror_lag_seconds", "Age of the oldest unmirrored message.",
+                              [({}, float(lag.get("lag_seconds", 0)))])
+    return lines

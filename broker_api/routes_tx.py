@@ -1,0 +1,76 @@
+"""Transaction and exactly-once sink routes (see transactions.py for durability)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from .broker import Broker
+from .errors import BadRequestError
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["transactions"])
+_SINK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,254}$")
+
+
+class TransactionAction(BaseModel):
+    """Body of POST /v1/transactions/{id}."""
+
+    action: Literal["commit", "rollback"]
+
+
+class SinkBatch(BaseModel):
+    """Body of the sink batch commit/abort routes."""
+
+    transaction_ids: list[str] = Field(default_factory=list)
+
+
+def _broker(request: Request) -> Broker:
+    return request.app.state.broker  # type: ignore[no-any-return]
+
+
+def _check_sink(sink_id: str) -> None:
+    if not _SINK.match(sink_id):
+        raise BadRequestError(f"sink id {sink_id!r} is invalid; use 1-255 characters from A-Z a-z 0-9 _ . : -")
+
+
+@router.post("/v1/transactions/{tx_id}", summary="Commit or roll back a transaction")
+async def end_transaction(tx_id: str, body: TransactionAction, request: Request) -> dict[str, Any]:
+    """Commit of an already committed id is a no-op answered 200."""
+    broker = _broker(request)
+    tx = broker.transactions
+    fn = tx.commit if body.action == "commit" else tx.rollback
+    return await broker.gate.run(fn, tx_id, offload=True)
+
+
+@router.get("/v1/transactions/{tx_id}", summary="State of a transaction")
+def get_transaction(tx_id: str, request: Request) -> dict[str, Any]:
+    return _broker(request).transactions.describe(tx_id)
+
+
+@router.post("/v1/sinks/{sink_id}/batches/{batch_id}/commit", summary="Commit a sink batch exactly once")
+async def sink_commit(sink_id: str, batch_id: int, body: SinkBatch, request: Request) -> dict[str, Any]:
+    """First time: commits all listed transactions and records (sink, batch) atomically.
+    Replay: answers already_committed and rolls the listed transactions back."""
+    _check_sink(sink_id)
+    broker = _broker(request)
+    return await broker.gate.run(broker.transactions.sink_commit, sink_id, batch_id, body.transaction_ids,
+                                 offload=True)
+
+
+@router.post("/v1/sinks/{sink_id}/batches/{batch_id}/abort", summary="Abort a sink batch")
+async def sink_abort(sink_id: str, batch_id: int, body: SinkBatch, request: Request) -> dict[str, Any]:
+    _check_sink(sink_id)
+    broker = _broker(request)
+    return await broker.gate.run(broker.transactions.sink_abort, sink_id, batch_id, body.transaction_ids,
+                                 offload=True)
+
+
+@router.get("/v1/sinks/{sink_id}", summary="Last committed batches of a sink")
+def sink_info(sink_id: str, request: Request) -> dict[str, Any]:
+    _check_sink(sink_id)
+    return _broker(request).transactions.sink_info(sink_id)

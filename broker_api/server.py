@@ -1,0 +1,97 @@
+"""Run the broker under uvicorn: one ready line, clean SIGTERM / Ctrl-C shutdown.
+
+uvicorn handles SIGINT and SIGTERM by closing the listening socket, draining
+connections and running the lifespan shutdown (which flushes the store,
+persists offsets and removes the abort marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Generator
+from typing import Any
+
+import uvicorn
+
+from store import StoreError
+
+from .app import create_app
+from .settings import BrokerSettings
+
+__all__ = ["serve"]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server that prints one line once the socket is listening."""
+
+    def __init__(self, config: uvicorn.Config, settings: BrokerSettings) -> None:
+        super().__init__(config)
+        self._settings = settings
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # uvicorn re-raises SIGTERM/SIGINT after a graceful shutdown (exit -15 or a
+        # KeyboardInterrupt traceback); a broker that shut down cleanly exits 0.
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
+
+    async def serve(self, sockets: Any = None) -> None:
+        # Start the broker before uvicorn so a start-up failure (store locked,
+        # unreadable data dir) is one clear line instead of a lifespan traceback.
+        broker = self.config.app.state.broker
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, broker.start, loop)
+        except (StoreError, OSError) as exc:
+            print(f"error: the broker cannot start: {exc}", file=sys.stderr, flush=True)
+            return
+        await super().serve(sockets)
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        # Release parked long polls first so draining connections is quick.
+        broker = getattr(self.config.app, "state", None) and self.config.app.state.broker
+        if broker is not None:
+            broker.ready = False
+            if broker.waiters is not None:
+                broker.waiters.wake_all()
+        await super().shutdown(sockets)
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            b = self._settings.broker
+            host, port = b.host, b.port
+            for server in getattr(self, "servers", []):
+                for sock in server.sockets:
+                    host, port = sock.getsockname()[:2]
+                    break
+            self.config.app.state.broker.start_registration(f"http://{host}:{port}")
+            print(
+                f"sparkmq broker {b.name} ready on http://{host}:{port} (data in {self._settings.data_path.resolve()})",
+                flush=True,
+            )
+
+
+def serve(settings: BrokerSettings) -> None:
+    """Serve until SIGINT/SIGTERM; exits non-zero if start-up fails."""
+    level = settings.broker.log_level
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.broker.host,
+        port=settings.broker.port,
+        log_level=level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    server = _Server(config, settings)
+    server.run()
+    if not server.started:
+        sys.exit(1)

@@ -1,0 +1,169 @@
+"""Topic metadata (RocketMQ's TopicConfigManager): names, queue counts, permissions.
+
+Persisted atomically to ``<data>/config/topics.json``.  Internal topics
+(prefix ``RMQ_SYS_``) hold broker state such as transaction half messages;
+they never appear in listings and clients cannot produce to or pull from them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from store import MessageStore
+
+from .errors import (
+    BadTopicNameError,
+    PermissionDeniedError,
+    QueueNotFoundError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
+from .jsonfile import read_json, write_json_atomic
+
+__all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "validate_topic_name", "PERMS"]
+
+SYSTEM_PREFIX = "RMQ_SYS_"
+PERMS = ("rw", "r", "w", "")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}$")
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise BadTopicNameError unless ``name`` is a legal client topic name."""
+    if not _NAME.match(name):
+        raise BadTopicNameError(
+            f"topic name {name!r} is invalid; use 1-127 characters from A-Z a-z 0-9 _ . -, "
+            "starting with a letter or digit"
+        )
+    if name.startswith(SYSTEM_PREFIX):
+        raise BadTopicNameError(f"topic names starting with {SYSTEM_PREFIX!r} are reserved for the broker")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """One topic: how many queues and whether it may be read/written."""
+
+    name: str
+    queues: int
+    perm: str = "rw"
+
+    @property
+    def readable(self) -> bool:
+        return "r" in self.perm
+
+    @property
+    def writable(self) -> bool:
+        return "w" in self.perm
+
+    @property
+    def system(self) -> bool:
+        return self.name.startswith(SYSTEM_PREFIX)
+
+    def check_queue(self, queue_id: int) -> None:
+        if not 0 <= queue_id < self.queues:
+            raise QueueNotFoundError(
+                f"topic {self.name!r} has queues 0..{self.queues - 1}; queue {queue_id} does not exist"
+            )
+
+
+class TopicManager:
+    """The table of topics, loaded at start-up and saved on every change."""
+
+    def __init__(self, path: Path, default_queues: int, auto_create: bool) -> None:
+        self._path = path
+        self._default_queues = default_queues
+        self._auto_create = auto_create
+        self._topics: dict[str, TopicConfig] = {}
+        self._lock = threading.Lock()
+        # Called (no arguments) after a topic is created or deleted.
+        self.listeners: list[Callable[[], None]] = []
+
+    def _changed(self) -> None:
+        for listener in self.listeners:
+            listener()
+
+    def load(self, store: MessageStore) -> None:
+        """Read topics.json and add topics the store has data for but the file lacks."""
+        raw = read_json(self._path, {})
+        self._topics = {name: TopicConfig(**cfg) for name, cfg in raw.items()}
+        changed = False
+        for name, queue_ids in store.topics().items():
+            if name not in self._topics:
+                self._topics[name] = TopicConfig(name, max(max(queue_ids, default=0) + 1, 1))
+                changed = True
+        if changed:
+            self._save()
+
+    def _save(self) -> None:
+        write_json_atomic(self._path, {n: asdict(c) for n, c in sorted(self._topics.items())})
+
+    def exists(self, name: str) -> bool:
+        return name in self._topics
+
+    def list(self, include_system: bool = False) -> list[TopicConfig]:
+        with self._lock:
+            return [c for _, c in sorted(self._topics.items()) if include_system or not c.system]
+
+    def get(self, name: str) -> TopicConfig:
+        """The client-visible topic ``name``; system topics count as absent."""
+        cfg = self._topics.get(name)
+        if cfg is None or cfg.system:
+            validate_topic_name(name)
+            raise TopicNotFoundError(
+                f"topic {name!r} does not exist; create it with POST /v1/topics or `sparkmq topic create {name}`"
+            )
+        return cfg
+
+    def for_produce(self, name: str) -> TopicConfig:
+        """The topic to write to, auto-created if the setting allows."""
+        cfg = self._topics.get(name)
+        if cfg is None and self._auto_create:
+            validate_topic_name(name)
+            cfg = self.create(name, self._default_queues, "rw", exist_ok=True)
+        if cfg is None or cfg.system:
+            return self.get(name)
+        if not cfg.writable:
+            raise PermissionDeniedError(f"topic {name!r} has perm {cfg.perm!r} and cannot be written")
+        return cfg
+
+    def for_pull(self, name: str) -> TopicConfig:
+        cfg = self.get(name)
+        if not cfg.readable:
+            raise PermissionDeniedError(f"topic {name!r} has perm {cfg.perm!r} and cannot be read")
+        return cfg
+
+    def create(self, name: str, queues: int, perm: str = "rw", *, exist_ok: bool = False) -> TopicConfig:
+        """Create a client topic; an identical existing one is returned when ``exist_ok``."""
+        validate_topic_name(name)
+        return self._create(TopicConfig(name, queues, perm), exist_ok)
+
+    def ensure_system(self, name: str, queues: int = 1) -> TopicConfig:
+        """Create (once) an internal topic used by the broker itself."""
+        assert name.startswith(SYSTEM_PREFIX)
+        return self._create(TopicConfig(name, queues, "rw"), True)
+
+    def _create(self, cfg: TopicConfig, exist_ok: bool) -> TopicConfig:
+        with self._lock:
+            old = self._topics.get(cfg.name)
+            if old is not None:
+                if old == cfg and exist_ok:
+                    return old
+                raise TopicExistsError(
+                    f"topic {cfg.name!r} already exists with {old.queues} queues and perm {old.perm!r}; "
+                    "delete it first or use it as is"
+                )
+            self._topics[cfg.name] = cfg
+            self._save()
+        self._changed()
+        return cfg
+
+    def delete(self, name: str, store: MessageStore) -> None:
+        self.get(name)
+        with self._lock:
+            store.delete_topic(name)
+            self._topics.pop(name, None)
+            self._save()
+        self._changed()

@@ -1,0 +1,340 @@
+"""Transactions and the exactly-once sink commit, durable across crashes.
+
+Half messages (RocketMQ's prepared messages) are appended to the internal
+topic ``RMQ_SYS_TRANS_HALF_TOPIC`` with ``sys_flag=TRANSACTION_PREPARED`` and
+the real topic and queue in their properties, so consumers of the real topic
+never see them.  Commit copies them to the real topic; rollback leaves them
+where they are (retention removes them).
+
+State lives in ``<data>/config/transactions.json`` (snapshot, written
+atomically, with the sequence number of the last record it covers) plus
+``transactions.jsonl`` (journal, one fsynced JSON line per change, numbered
+by ``seq`` so a crash between writing a snapshot and emptying the journal
+never applies a record twice)::
+
+    {"op": "add", "tx": ID, "ts": MS, "halves": [MSG_ID, ...]}
+    {"op": "decide", "txs": [ID, ...], "state": "committed" | "rolled_back",
+     "ts": MS, "from": COMMITLOG_OFFSET, "sink": SINK_ID?, "batch": BATCH_ID?}
+    {"op": "published", "txs": [ID, ...]}
+
+Guarantee: a commit answers only after its ``decide`` line is fsynced and
+the real messages are appended.  A crash between the two leaves a decided
+but unpublished transaction; on start-up the CommitLog is scanned from the
+recorded ``from`` offset for messages carrying the transaction id (property
+``sparkmq.tx_id``) and only the halves not yet published are appended, so a
+decided commit is published exactly once.  A sink batch's record and the
+commit of all its transactions are one journal line, hence atomic.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from store import Message, MessageNotFoundError, MessageStore, PutResult, StoreError, SysFlag
+
+from .errors import BadRequestError, TransactionNotFoundError, TransactionStateError
+from .jsonfile import Journal, read_json, write_json_atomic
+from .settings import TransactionsSection
+
+__all__ = ["TransactionService", "HALF_TOPIC", "TX_PROPERTY"]
+
+log = logging.getLogger(__name__)
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TX_PROPERTY = "sparkmq.tx_id"
+_REAL_TOPIC = "sparkmq.real_topic"
+_REAL_QID = "sparkmq.real_queue_id"
+_OPEN, _COMMITTED, _ROLLED_BACK = "open", "committed", "rolled_back"
+_COMPACT_EVERY = 5000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Tx:
+    tx_id: str
+    created_ms: int
+    halves: list[str] = field(default_factory=list)
+    state: str = _OPEN
+    published: bool = False
+    decided_ms: int = 0
+    from_offset: int = 0
+
+
+class TransactionService:
+    """Half messages, commit/rollback, timeouts and sink batch records."""
+
+    def __init__(self, store: MessageStore, meta_dir: Path, section: TransactionsSection) -> None:
+        self._store = store
+        self._cfg = section
+        self._snapshot = meta_dir / "transactions.json"
+        self._journal = Journal(meta_dir / "transactions.jsonl")
+        self._txs: dict[str, _Tx] = {}
+        self._sinks: dict[str, dict[int, dict[str, Any]]] = {}
+        self._lock = threading.RLock()
+        self._journal_lines = 0
+        self._seq = 0  # sequence number of the last journal record applied
+        self.committed = self.rolled_back = self.expired = 0
+
+    # -- lifecycle -------------------------------------------------------
+
+    def start(self) -> None:
+        """Load snapshot + journal, finish decided-but-unpublished commits, compact."""
+        raw = read_json(self._snapshot, {"txs": {}, "sinks": {}})
+        self._txs = {k: _Tx(**v) for k, v in raw["txs"].items()}
+        self._sinks = {s: {int(b): r for b, r in bs.items()} for s, bs in raw["sinks"].items()}
+        self._seq = int(raw.get("seq", 0))
+        for record in self._journal.records():
+            if record.get("seq", self._seq + 1) > self._seq:  # else already in the snapshot
+                self._seq = record.get("seq", self._seq + 1)
+                self._apply(record)
+        self._journal.open()
+        pending = [t for t in self._txs.values() if t.state == _COMMITTED and not t.published]
+        for tx in pending:
+            self._recover_publish(tx)
+        self.compact()
+
+    def stop(self) -> None:
+        with self._lock:
+            self.compact()
+            self._journal.close()
+
+    def compact(self) -> None:
+        """Write the snapshot (forgetting old decisions) and empty the journal."""
+        with self._lock:
+            decided = [t for t in self._txs.values() if t.state != _OPEN and (t.published or t.state == _ROLLED_BACK)]
+            decided.sort(key=lambda t: t.decided_ms)
+            for tx in decided[: max(0, len(decided) - self._cfg.keep_decisions)]:
+                del self._txs[tx.tx_id]
+            write_json_atomic(
+                self._snapshot,
+                {
+                    "seq": self._seq,
+                    "txs": {k: asdict(v) for k, v in self._txs.items()},
+                    "sinks": {s: {str(b): r for b, r in bs.items()} for s, bs in self._sinks.items()},
+                },
+            )
+            self._journal.reset()
+            self._journal_lines = 0
+
+    # -- journal ---------------------------------------------------------
+
+    def _log(self, record: dict[str, Any]) -> None:
+        record["seq"] = self._seq + 1
+        self._journal.append(record)
+        self._seq += 1
+        self._apply(record)
+        self._journal_lines += 1
+        if self._journal_lines >= _COMPACT_EVERY:
+            self.compact()
+
+    def _apply(self, r: dict[str, Any]) -> None:
+        op = r["op"]
+        if op == "add":
+            tx = self._txs.setdefault(r["tx"], _Tx(r["tx"], r["ts"]))
+            tx.halves.extend(r["halves"])
+        elif op == "decide":
+            for tx_id in r["txs"]:
+                tx = self._txs.setdefault(tx_id, _Tx(tx_id, r["ts"]))
+                tx.state, tx.decided_ms, tx.from_offset = r["state"], r["ts"], r.get("from", 0)
+            if "sink" in r:
+                self._record_batch(r["sink"], r["batch"], r["txs"], r["ts"])
+        elif op == "published":
+            for tx_id in r["txs"]:
+                if tx_id in self._txs:
+                    self._txs[tx_id].published = True
+
+    def _record_batch(self, sink_id: str, batch_id: int, tx_ids: list[str], ts: int) -> None:
+        batches = self._sinks.setdefault(sink_id, {})
+        n = sum(len(self._txs[t].halves) for t in tx_ids if t in self._txs)
+        batches[batch_id] = {"batch_id": batch_id, "committed_ms": ts, "transactions": len(tx_ids), "messages": n}
+        for old in sorted(batches)[: max(0, len(batches) - self._cfg.keep_sink_batches)]:
+            del batches[old]
+
+    # -- half messages ---------------------------------------------------
+
+    def add_halves(self, messages: list[Message], tx_id: str | None) -> tuple[str, list[PutResult]]:
+        """Store ``messages`` as half messages of a new (or the given open) transaction."""
+        with self._lock:
+            if tx_id is not None:
+                self._open_tx(tx_id)
+            else:
+                tx_id = uuid.uuid4().hex
+            halves = [self._as_half(m, tx_id) for m in messages]
+            results = self._store.put_messages(halves)
+            self._log({"op": "add", "tx": tx_id, "ts": _now_ms(), "halves": [r.msg_id for r in results]})
+            return tx_id, results
+
+    @staticmethod
+    def _as_half(m: Message, tx_id: str) -> Message:
+        props = {**m.properties, TX_PROPERTY: tx_id, _REAL_TOPIC: m.topic, _REAL_QID: str(m.queue_id)}
+        return Message(
+            topic=HALF_TOPIC, body=m.body, queue_id=0, keys=m.keys, tags=m.tags, properties=props,
+            sys_flag=int(SysFlag.TRANSACTION_PREPARED), born_timestamp=m.born_timestamp,
+        )
+
+    def _open_tx(self, tx_id: str) -> _Tx:
+        tx = self._get(tx_id)
+        if tx.state != _OPEN:
+            raise TransactionStateError(f"transaction {tx_id} is already {tx.state}; start a new transaction")
+        return tx
+
+    def _get(self, tx_id: str) -> _Tx:
+        tx = self._txs.get(tx_id)
+        if tx is None:
+            raise TransactionNotFoundError(
+                f"transaction {tx_id!r} is unknown; it was never opened or was forgotten long ago"
+            )
+        return tx
+
+    def describe(self, tx_id: str) -> dict[str, Any]:
+        with self._lock:
+            tx = self._get(tx_id)
+            return {"transaction_id": tx_id, "state": tx.state, "messages": len(tx.halves),
+                    "created_ms": tx.created_ms, "published": tx.published}
+
+    # -- decisions -------------------------------------------------------
+
+    def commit(self, tx_id: str) -> dict[str, Any]:
+        """Make the halves visible; committing a committed id again is a no-op."""
+        with self._lock:
+            tx = self._get(tx_id)
+            if tx.state == _ROLLED_BACK:
+                raise TransactionStateError(
+                    f"transaction {tx_id} was rolled back (by a client or after {self._cfg.timeout_s:g}s); "
+                    "produce the messages again in a new transaction"
+                )
+            if tx.state == _COMMITTED:
+                return {"transaction_id": tx_id, "state": _COMMITTED, "messages": len(tx.halves), "already": True}
+            self._decide([tx], _COMMITTED)
+            n = self._publish([tx])
+            return {"transaction_id": tx_id, "state": _COMMITTED, "messages": n, "already": False}
+
+    def rollback(self, tx_id: str) -> dict[str, Any]:
+        with self._lock:
+            tx = self._get(tx_id)
+            if tx.state == _COMMITTED:
+                raise TransactionStateError(f"transaction {tx_id} is already committed and cannot be rolled back")
+            if tx.state == _OPEN:
+                self._decide([tx], _ROLLED_BACK)
+            return {"transaction_id": tx_id, "state": _ROLLED_BACK, "messages": len(tx.halves)}
+
+    def _decide(self, txs: list[_Tx], state: str, sink: tuple[str, int] | None = None) -> None:
+        record: dict[str, Any] = {"op": "decide", "txs": [t.tx_id for t in txs], "state": state,
+                                  "ts": _now_ms(), "from": self._commitlog_end()}
+        if sink is not None:
+            record["sink"], record["batch"] = sink
+        self._log(record)
+        if state == _COMMITTED:
+            self.committed += len(txs)
+        else:
+            self.rolled_back += len(txs)
+
+    def _commitlog_end(self) -> int:
+        return int(self._store.stats().get("commitlog_max_offset", 0))  # type: ignore[call-overload]
+
+    def _publish(self, txs: list[_Tx], skip: dict[str, int] | None = None) -> int:
+        """Append the real messages of decided ``txs``, then journal that they are out."""
+        messages: list[Message] = []
+        for tx in txs:
+            for msg_id in tx.halves[(skip or {}).get(tx.tx_id, 0):]:
+                try:
+                    messages.append(self._real(self._store.get_message(msg_id)))
+                except MessageNotFoundError:
+                    log.error("half message %s of transaction %s is gone; skipped", msg_id, tx.tx_id)
+        if messages:
+            self._store.put_messages(messages)
+        self._log({"op": "published", "txs": [t.tx_id for t in txs]})
+        return len(messages)
+
+    @staticmethod
+    def _real(half: Any) -> Message:
+        props = dict(half.properties)
+        topic = props.pop(_REAL_TOPIC)
+        queue_id = int(props.pop(_REAL_QID))
+        return Message(
+            topic=topic, body=half.body, queue_id=queue_id, keys=half.keys, tags=half.tags,
+            properties=props, sys_flag=int(SysFlag.TRANSACTION_COMMIT),
+            born_timestamp=half.born_timestamp, prepared_transaction_offset=half.phy_offset,
+        )
+
+    def _recover_publish(self, tx: _Tx) -> None:
+        """Publish what a crash left unpublished, counting what already made it."""
+        done = 0
+        needle = tx.tx_id.encode()
+        try:
+            for batch in self._store.read_dispatch_batches(tx.from_offset):
+                for i, raw in enumerate(batch.properties_raw):
+                    if needle in raw and batch.topics[i] != HALF_TOPIC and batch.properties(i).get(TX_PROPERTY) == tx.tx_id:
+                        done += 1
+        except StoreError as exc:
+            log.error("could not scan the CommitLog for transaction %s: %s", tx.tx_id, exc)
+        log.warning("finishing committed transaction %s: %d of %d already published", tx.tx_id, done, len(tx.halves))
+        self._publish([tx], {tx.tx_id: done})
+
+    # -- timeouts --------------------------------------------------------
+
+    def expire(self) -> int:
+        """Roll back open transactions older than the timeout; returns how many."""
+        deadline = _now_ms() - int(self._cfg.timeout_s * 1000)
+        with self._lock:
+            stale = [t for t in self._txs.values() if t.state == _OPEN and t.created_ms < deadline]
+            if stale:
+                self._decide(stale, _ROLLED_BACK)
+                self.expired += len(stale)
+            return len(stale)
+
+    def open_count(self) -> int:
+        with self._lock:
+            return sum(1 for t in self._txs.values() if t.state == _OPEN)
+
+    # -- exactly-once sink ------------------------------------------------
+
+    def sink_commit(self, sink_id: str, batch_id: int, tx_ids: list[str]) -> dict[str, Any]:
+        """Commit ``tx_ids`` and record (sink_id, batch_id) atomically; replays roll back."""
+        with self._lock:
+            if batch_id in self._sinks.get(sink_id, {}):
+                self._rollback_open(tx_ids)
+                return {"status": "already_committed"}
+            txs = [self._get(t) for t in _unique(tx_ids)]
+            for tx in txs:
+                if tx.state != _OPEN:
+                    raise TransactionStateError(
+                        f"transaction {tx.tx_id} is already {tx.state}; a sink batch can only commit open transactions"
+                    )
+            self._decide(txs, _COMMITTED, (sink_id, batch_id))
+            n = self._publish(txs)
+            return {"status": "committed", "messages": n}
+
+    def sink_abort(self, sink_id: str, batch_id: int, tx_ids: list[str]) -> dict[str, Any]:
+        with self._lock:
+            n = self._rollback_open(tx_ids)
+            return {"status": "aborted", "rolled_back": n}
+
+    def _rollback_open(self, tx_ids: Iterable[str]) -> int:
+        txs = [self._txs[t] for t in _unique(tx_ids) if t in self._txs and self._txs[t].state == _OPEN]
+        if txs:
+            self._decide(txs, _ROLLED_BACK)
+        return len(txs)
+
+    def sink_info(self, sink_id: str, last: int = 10) -> dict[str, Any]:
+        with self._lock:
+            batches = self._sinks.get(sink_id, {})
+            ids = sorted(batches)
+            return {"sink_id": sink_id, "last_batch_id": ids[-1] if ids else None,
+                    "batches": [batches[b] for b in ids[-last:]]}
+
+
+def _unique(ids: Iterable[str]) -> list[str]:
+    out = list(dict.fromkeys(ids))
+    if not all(isinstance(i, str) for i in out):
+        raise BadRequestError("transaction_ids must be a list of strings")
+    return out

@@ -1,0 +1,223 @@
+"""Wire formats of the hot paths: produce bodies in, pull pages out.
+
+Produce (``POST /v1/topics/{topic}/messages``) takes one of
+
+* JSON ``{"messages": [{"body": "text" | "body_base64": "...", "keys": [..],
+  "tags": "t", "properties": {..}, "queue_id": 0}], "transactional": false}``
+* ``application/octet-stream``: the raw body is one message (keys/tags in the query)
+* ``application/vnd.apache.arrow.stream``: an Arrow IPC stream with a ``body``
+  column (binary or string) and optional ``keys`` (list<string> or string),
+  ``tags`` (string), ``properties`` (map<string,string>), ``queue_id`` (int).
+
+A pull page is JSON, or with ``Accept: application/vnd.apache.arrow.stream``
+one Arrow IPC stream with :data:`PULL_SCHEMA` (schema always present).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import orjson
+import pyarrow as pa
+
+from store import StoredMessage
+
+from .errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError
+
+__all__ = [
+    "ARROW_STREAM",
+    "PULL_SCHEMA",
+    "Draft",
+    "parse_json_produce",
+    "parse_arrow_produce",
+    "message_to_json",
+    "messages_to_arrow",
+]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+_TS = pa.timestamp("ms", tz="UTC")
+_PROPS = pa.map_(pa.string(), pa.string())
+PULL_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("queue_id", pa.int32(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("msg_id", pa.string(), nullable=False),
+        pa.field("keys", pa.list_(pa.string())),
+        pa.field("tags", pa.string()),
+        pa.field("properties", _PROPS),
+        pa.field("body", pa.binary()),
+        pa.field("born_timestamp", _TS),
+        pa.field("store_timestamp", _TS),
+    ]
+)
+
+
+@dataclass(slots=True)
+class Draft:
+    """One message of a produce request, before a queue is chosen."""
+
+    body: bytes
+    keys: tuple[str, ...] = ()
+    tags: str | None = None
+    properties: Mapping[str, str] | None = None
+    queue_id: int | None = None
+
+
+def _json_body(item: dict[str, Any], i: int) -> bytes:
+    if "body" in item:
+        body = item["body"]
+        if not isinstance(body, str):
+            raise BadMessageError(f"messages[{i}].body must be a string; use body_base64 for bytes")
+        return body.encode("utf-8")
+    if "body_base64" in item:
+        try:
+            return base64.b64decode(item["body_base64"], validate=True)
+        except (binascii.Error, TypeError, ValueError) as exc:
+            raise BadMessageError(f"messages[{i}].body_base64 is not valid base64") from exc
+    raise BadMessageError(f"messages[{i}] needs a 'body' (text) or 'body_base64' field")
+
+
+def _json_draft(item: Any, i: int) -> Draft:
+    if not isinstance(item, dict):
+        raise BadMessageError(f"messages[{i}] must be an object like {{\"body\": \"hello\"}}")
+    keys = item.get("keys")
+    if keys is None:
+        keys = ()
+    elif isinstance(keys, str):
+        keys = (keys,)
+    elif not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        raise BadMessageError(f"messages[{i}].keys must be a string or a list of strings")
+    tags = item.get("tags")
+    if tags is not None and not isinstance(tags, str):
+        raise BadMessageError(f"messages[{i}].tags must be a string")
+    props = item.get("properties")
+    if props is not None and not (
+        isinstance(props, dict) and all(isinstance(v, str) for v in props.values())
+    ):
+        raise BadMessageError(f"messages[{i}].properties must be an object of string values")
+    qid = item.get("queue_id")
+    if qid is not None and (not isinstance(qid, int) or isinstance(qid, bool) or qid < 0):
+        raise BadMessageError(f"messages[{i}].queue_id must be a non-negative integer")
+    return Draft(_json_body(item, i), tuple(keys), tags, props, qid)
+
+
+def parse_json_produce(raw: bytes, max_messages: int) -> tuple[list[Draft], bool]:
+    """Drafts and the ``transactional`` flag of a JSON produce body."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadJsonError(f"request body is not valid JSON ({exc}); send {{\"messages\": [...]}}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        raise BadRequestError('request body must be an object {"messages": [{"body": "..."}]}')
+    items = doc["messages"]
+    _check_count(len(items), max_messages)
+    transactional = doc.get("transactional", False)
+    if not isinstance(transactional, bool):
+        raise BadRequestError("'transactional' must be true or false")
+    return [_json_draft(item, i) for i, item in enumerate(items)], transactional
+
+
+def _check_count(n: int, max_messages: int) -> None:
+    if n == 0:
+        raise BadRequestError("a produce request needs at least one message")
+    if n > max_messages:
+        raise BatchTooLargeError(
+            f"{n} messages in one request; the limit is {max_messages} ([limits] max_batch_messages), split the batch"
+        )
+
+
+def _column(table: pa.Table, name: str) -> list[Any] | None:
+    if name not in table.column_names:
+        return None
+    return table.column(name).to_pylist()
+
+
+def parse_arrow_produce(raw: bytes, max_messages: int) -> list[Draft]:
+    """Drafts from an Arrow IPC stream (see module docstring)."""
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise BadRequestError(f"request body is not an Arrow IPC stream ({exc})") from exc
+    if "body" not in table.column_names:
+        raise BadRequestError("the Arrow stream needs a 'body' column (binary or string)")
+    _check_count(table.num_rows, max_messages)
+    bodies = table.column("body").to_pylist()
+    keys = _column(table, "keys")
+    tags = _column(table, "tags")
+    props = _column(table, "properties")
+    qids = _column(table, "queue_id")
+    drafts = []
+    for i, body in enumerate(bodies):
+        if body is None:
+            raise BadMessageError(f"row {i} has a null body")
+        k = keys[i] if keys is not None else None
+        drafts.append(
+            Draft(
+                body.encode("utf-8") if isinstance(body, str) else body,
+                (k,) if isinstance(k, str) else tuple(k or ()),
+                tags[i] if tags is not None else None,
+                dict(props[i]) if props is not None and props[i] is not None else None,
+                qids[i] if qids is not None else None,
+            )
+        )
+    return drafts
+
+
+def message_to_json(m: StoredMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "msg_id": m.msg_id,
+        "topic": m.topic,
+        "queue_id": m.queue_id,
+        "offset": m.queue_offset,
+        "keys": list(m.keys),
+        "tags": m.tags,
+        "properties": m.properties,
+        "born_timestamp": m.born_timestamp,
+        "store_timestamp": m.store_timestamp,
+    }
+    try:
+        out["body"] = m.body.decode("utf-8")
+    except UnicodeDecodeError:
+        out["body_base64"] = base64.b64encode(m.body).decode("ascii")
+    return out
+
+
+def _properties_array(messages: list[StoredMessage]) -> pa.Array:
+    """map<string,string> built from flat key/value lists (much faster than per-row pairs)."""
+    offsets, names, values = [0], [], []
+    for m in messages:
+        props = m.properties
+        if props:
+            names.extend(props.keys())
+            values.extend(props.values())
+        offsets.append(len(names))
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(names, pa.string()),
+                                   pa.array(values, pa.string()), type=_PROPS)
+
+
+def messages_to_arrow(messages: list[StoredMessage]) -> bytes:
+    """One Arrow IPC stream holding ``messages`` with :data:`PULL_SCHEMA`."""
+    ms = messages
+    arrays = [
+        pa.array([m.topic for m in ms], pa.string()),
+        pa.array([m.queue_id for m in ms], pa.int32()),
+        pa.array([m.queue_offset for m in ms], pa.int64()),
+        pa.array([m.msg_id for m in ms], pa.string()),
+        pa.array([m.keys for m in ms], pa.list_(pa.string())),
+        pa.array([m.tags for m in ms], pa.string()),
+        _properties_array(ms),
+        pa.array([m.body for m in ms], pa.binary()),
+        pa.array([m.born_timestamp for m in ms], _TS),
+        pa.array([m.store_timestamp for m in ms], _TS),
+    ]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=PULL_SCHEMA)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, PULL_SCHEMA) as writer:
+        if ms:
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()

@@ -1,0 +1,246 @@
+"""A small synchronous HTTP client for the broker, used by driver and executors.
+
+All endpoint handling lives in :class:`BrokerClient._request`: it walks the
+configured broker URLs (``endpoint`` option) and fails over on connection
+errors; a NameServer route lookup slots into :meth:`BrokerClient._endpoints`.
+Requests that may have reached the broker are only retried when they are
+idempotent; a connection refused or a 503/429 (fast failure, nothing stored)
+is always retried, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow as pa
+
+from .errors import BrokerRequestError, BrokerUnavailableError, TopicNotFoundError
+from .offsets import QueueRange
+from .options import ClientConfig
+
+__all__ = ["BrokerClient", "Page", "ARROW_MIME"]
+
+log = logging.getLogger("sparkmq.streaming")
+
+ARROW_MIME = "application/vnd.apache.arrow.stream"
+_ROUNDS = 3
+_BACKOFF_S = (0.1, 0.3, 1.0)
+_NOT_FOUND = {"topic_not_found", "queue_not_found"}
+
+
+@dataclass(frozen=True)
+class Page:
+    """One Arrow pull answer: the rows and the queue's window."""
+
+    status: str
+    table: pa.Table
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class BrokerClient:
+    """Talks to one logical broker (several URLs for failover) over HTTP."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self._config = config
+        self._current = 0
+        timeout = httpx.Timeout(config.timeout_s, connect=min(5.0, config.timeout_s))
+        self._http = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> BrokerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- endpoint handling ------------------------------------------------
+    def _endpoints(self) -> list[str]:
+        urls = list(self._config.endpoints)
+        return urls[self._current:] + urls[: self._current]
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        idempotent: bool = True,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        errors: list[str] = []
+        busy_until = time.monotonic() + self._config.timeout_s
+        rounds = 0
+        while rounds < _ROUNDS:
+            resp = self._try_endpoints(method, path, idempotent, errors, kwargs)
+            if resp is None:  # nobody answered: back off, a bounded number of rounds
+                time.sleep(_BACKOFF_S[rounds])
+                rounds += 1
+            elif resp.status_code in (429, 503) and time.monotonic() < busy_until:
+                # fast failure: nothing was stored; wait as told, up to the request timeout
+                time.sleep(min(1.0, float(resp.headers.get("Retry-After", "0.1") or 0.1)))
+            else:
+                return self._check(resp, method, str(resp.request.url))
+        raise BrokerUnavailableError(
+            f"no sparkmq broker answered {method} {path} after {_ROUNDS} rounds over "
+            f"{list(self._config.endpoints)}; is the broker running and is the 'endpoint' "
+            f"option right? last errors: {errors[-3:]}"
+        )
+
+    def _try_endpoints(
+        self, method: str, path: str, idempotent: bool, errors: list[str], kwargs: dict[str, Any]
+    ) -> httpx.Response | None:
+        """The first answer from the endpoints in failover order, or None."""
+        for url in self._endpoints():
+            try:
+                return self._http.request(method, url + path, **kwargs)
+            except httpx.ConnectError as exc:
+                errors.append(f"{url}: {exc}")
+                self._current = (self._current + 1) % len(self._config.endpoints)
+            except httpx.TransportError as exc:
+                if not idempotent:
+                    raise BrokerUnavailableError(
+                        f"{method} {url}{path} failed mid-request ({exc!r}); "
+                        "not retried because it may have been applied"
+                    ) from exc
+                errors.append(f"{url}: {exc!r}")
+        return None
+
+    @staticmethod
+    def _check(resp: httpx.Response, method: str, where: str) -> httpx.Response:
+        if resp.status_code < 400:
+            return resp
+        try:
+            body = orjson.loads(resp.content)
+            code, message = str(body.get("error", "")), str(body.get("message", resp.text))
+        except (orjson.JSONDecodeError, AttributeError):
+            code, message = "", resp.text[:500]
+        text = f"broker answered {resp.status_code} {code} to {method} {where}: {message}"
+        cls = TopicNotFoundError if code in _NOT_FOUND else BrokerRequestError
+        raise cls(text, status=resp.status_code, code=code)
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return orjson.loads(self._request(method, path, **kwargs).content)
+
+    # -- topics and queues ------------------------------------------------
+    def topics(self) -> list[str]:
+        return sorted(str(t["name"]) for t in self._json("GET", "/v1/topics"))
+
+    def queues(self, topic: str) -> dict[int, QueueRange]:
+        rows = self._json("GET", f"/v1/topics/{topic}/queues")
+        return {
+            int(r["queue_id"]): QueueRange(int(r["min_offset"]), int(r["max_offset"]))
+            for r in rows
+        }
+
+    def offset_at(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        path = f"/v1/topics/{topic}/queues/{queue_id}/offset"
+        return int(self._json("GET", path, params={"timestamp_ms": timestamp_ms})["offset"])
+
+    def pull_arrow(
+        self, topic: str, queue_id: int, offset: int, max_messages: int, tags: str | None
+    ) -> Page:
+        params: dict[str, Any] = {"offset": offset, "max_messages": max_messages, "wait_ms": 0}
+        if tags:
+            params["tags"] = tags
+        resp = self._request(
+            "GET", f"/v1/topics/{topic}/queues/{queue_id}/messages",
+            params=params, headers={"Accept": ARROW_MIME},
+        )
+        h = resp.headers
+        table = pa.ipc.open_stream(resp.content).read_all()
+        return Page(
+            status=h.get("X-Sparkmq-Status", "FOUND"),
+            table=table,
+            next_offset=int(h["X-Sparkmq-Next-Offset"]),
+            min_offset=int(h["X-Sparkmq-Min-Offset"]),
+            max_offset=int(h["X-Sparkmq-Max-Offset"]),
+        )
+
+    # -- consumer groups --------------------------------------------------
+    def group_offsets(self, group: str, topic: str) -> dict[int, int]:
+        body = self._json("GET", f"/v1/groups/{group}/offsets", params={"topic": topic})
+        return {int(q): int(o) for q, o in (body.get("offsets") or {}).items()}
+
+    def commit_group(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        payload = {"topic": topic, "offsets": {str(q): int(o) for q, o in offsets.items()}}
+        self._request("PUT", f"/v1/groups/{group}/offsets", content=orjson.dumps(payload),
+                      headers={"Content-Type": "application/json"})
+
+    # -- producing and transactions ----------------------------------------
+    def produce(
+        self,
+        topic: str,
+        messages: list[dict[str, Any]],
+        *,
+        transactional: bool = False,
+        transaction_id: str | None = None,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {"messages": messages}
+        params: dict[str, str] = {}
+        if transaction_id is not None:
+            params["transaction_id"] = transaction_id
+        elif transactional:
+            payload["transactional"] = True
+        resp = self._request(
+            "POST", f"/v1/topics/{topic}/messages", idempotent=False, params=params,
+            content=orjson.dumps(payload), headers={"Content-Type": "application/json"},
+        )
+        return dict(orjson.loads(resp.content))
+
+    def produce_arrow(
+        self,
+        topic: str,
+        table: pa.Table,
+        *,
+        transactional: bool = False,
+        transaction_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Bulk produce: an Arrow IPC stream with ``body`` (+ keys/tags/properties/queue_id)."""
+        params: dict[str, str] = {}
+        if transaction_id is not None:
+            params["transaction_id"] = transaction_id
+        elif transactional:
+            params["transactional"] = "true"
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        resp = self._request(
+            "POST", f"/v1/topics/{topic}/messages", idempotent=False, params=params,
+            content=sink.getvalue().to_pybytes(), headers={"Content-Type": ARROW_MIME},
+        )
+        return dict(orjson.loads(resp.content))
+
+    def end_transaction(self, transaction_id: str, action: str) -> None:
+        self._request("POST", f"/v1/transactions/{transaction_id}",
+                      content=orjson.dumps({"action": action}),
+                      headers={"Content-Type": "application/json"})
+
+    def commit_sink_batch(self, sink_id: str, batch_id: int, txids: list[str]) -> dict[str, Any]:
+        return dict(self._json(
+            "POST", f"/v1/sinks/{sink_id}/batches/{batch_id}/commit",
+            content=orjson.dumps({"transaction_ids": txids}),
+            headers={"Content-Type": "application/json"},
+        ))
+
+    def abort_sink_batch(self, sink_id: str, batch_id: int, txids: list[str]) -> None:
+        self._request("POST", f"/v1/sinks/{sink_id}/batches/{batch_id}/abort",
+                      content=orjson.dumps({"transaction_ids": txids}),
+                      headers={"Content-Type": "application/json"})
+
+    def sink_status(self, sink_id: str) -> dict[str, Any]:
+        """``{"sink_id", "last_batch_id", "batches"}``; a sink never committed has None."""
+        try:
+            return dict(self._json("GET", f"/v1/sinks/{sink_id}"))
+        except BrokerRequestError as exc:
+            if exc.status != 404:
+                raise
+            return {"sink_id": sink_id, "last_batch_id": None, "batches": []}

@@ -1,0 +1,177 @@
+"""Transactions and the exactly-once sink commit, including restarts and crashes."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import pyarrow as pa
+
+
+def _count(c: httpx.Client, topic: str) -> int:
+    return sum(q["max_offset"] for q in c.get(f"/v1/topics/{topic}/queues").json())
+
+
+def _wait_count(c: httpx.Client, topic: str, n: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _count(c, topic) == n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{topic} has {_count(c, topic)} messages, expected {n}")
+
+
+def _bodies(c: httpx.Client, topic: str) -> list[str]:
+    out = []
+    for q in c.get(f"/v1/topics/{topic}/queues").json():
+        page = c.get(f"/v1/topics/{topic}/queues/{q['queue_id']}/messages",
+                     params={"offset": 0, "max_messages": 1000}).json()
+        out += [m["body"] for m in page["messages"]]
+    return sorted(out)
+
+
+def _half(c: httpx.Client, topic: str, bodies: list[str], **extra: Any) -> dict[str, Any]:
+    resp = c.post(f"/v1/topics/{topic}/messages",
+                  json={"transactional": True, "messages": [{"body": b, **extra} for b in bodies]})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_commit_makes_halves_visible_once(client: httpx.Client) -> None:
+    client.post("/v1/topics", json={"name": "tx", "queues": 2})
+    opened = _half(client, "tx", ["a", "b", "c"], properties={"p": "1"})
+    assert len(opened["results"]) == 3 and opened["transaction_id"]
+    time.sleep(0.3)
+    assert _count(client, "tx") == 0  # invisible before the commit
+    assert "RMQ_SYS_TRANS_HALF_TOPIC" not in [t["name"] for t in client.get("/v1/topics").json()]
+    tx = opened["transaction_id"]
+    resp = client.post(f"/v1/transactions/{tx}", json={"action": "commit"})
+    assert resp.status_code == 200 and resp.json()["messages"] == 3
+    _wait_count(client, "tx", 3)
+    again = client.post(f"/v1/transactions/{tx}", json={"action": "commit"})
+    assert again.status_code == 200 and again.json()["state"] == "committed"
+    time.sleep(0.2)
+    assert _bodies(client, "tx") == ["a", "b", "c"]
+    page = client.get("/v1/topics/tx/queues/0/messages", params={"offset": 0}).json()
+    assert page["messages"][0]["properties"]["p"] == "1"
+    assert client.get(f"/v1/transactions/{tx}").json()["state"] == "committed"
+
+
+def test_rollback_drops_halves_and_blocks_commit(client: httpx.Client) -> None:
+    tx = _half(client, "rb", ["x", "y"])["transaction_id"]
+    assert client.post(f"/v1/transactions/{tx}", json={"action": "rollback"}).status_code == 200
+    resp = client.post(f"/v1/transactions/{tx}", json={"action": "commit"})
+    assert resp.status_code == 409 and resp.json()["error"] == "transaction_conflict"
+    time.sleep(0.2)
+    assert _count(client, "rb") == 0
+
+
+def test_more_halves_via_transaction_id_and_arrow(client: httpx.Client) -> None:
+    tx = _half(client, "multi", ["one"])["transaction_id"]
+    table = pa.table({"body": pa.array([b"two", b"three"])})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    resp = client.post(f"/v1/topics/multi/messages?transaction_id={tx}", content=sink.getvalue().to_pybytes(),
+                       headers={"Content-Type": "application/vnd.apache.arrow.stream"})
+    assert resp.status_code == 200 and resp.json()["transaction_id"] == tx
+    arrow_tx = client.post("/v1/topics/multi/messages?transactional=true", content=sink.getvalue().to_pybytes(),
+                           headers={"Content-Type": "application/vnd.apache.arrow.stream"}).json()
+    assert arrow_tx["transaction_id"] != tx
+    client.post(f"/v1/transactions/{tx}", json={"action": "commit"})
+    _wait_count(client, "multi", 3)
+    assert _bodies(client, "multi") == ["one", "three", "two"]
+
+
+def test_unresolved_transactions_roll_back_after_the_timeout(fast_broker: Any) -> None:
+    b = fast_broker({"SPARKMQ_TRANSACTIONS__TIMEOUT_S": "0.5", "SPARKMQ_TRANSACTIONS__CHECK_INTERVAL_S": "0.1"})
+    with httpx.Client(base_url=b.url) as c:
+        tx = _half(c, "slow", ["late"])["transaction_id"]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and c.get(f"/v1/transactions/{tx}").json()["state"] == "open":
+            time.sleep(0.05)
+        assert c.get(f"/v1/transactions/{tx}").json()["state"] == "rolled_back"
+        assert c.post(f"/v1/transactions/{tx}", json={"action": "commit"}).status_code == 409
+        assert _count(c, "slow") == 0
+
+
+def test_sink_batch_commit_is_idempotent_across_restarts(fast_broker: Any) -> None:
+    b = fast_broker()
+    with httpx.Client(base_url=b.url) as c:
+        t1 = _half(c, "out", ["r1", "r2"])["transaction_id"]
+        t2 = _half(c, "out", ["r3"])["transaction_id"]
+        first = c.post("/v1/sinks/q1/batches/7/commit", json={"transaction_ids": [t1, t2]})
+        assert first.json() == {"status": "committed", "messages": 3}
+        replay_tx = _half(c, "out", ["r1", "r2", "r3"])["transaction_id"]
+        replay = c.post("/v1/sinks/q1/batches/7/commit", json={"transaction_ids": [replay_tx]})
+        assert replay.status_code == 200 and replay.json() == {"status": "already_committed"}
+        assert c.get(f"/v1/transactions/{replay_tx}").json()["state"] == "rolled_back"
+        _wait_count(c, "out", 3)
+    b.restart()
+    with httpx.Client(base_url=b.url) as c:
+        replay_tx = _half(c, "out", ["r1"])["transaction_id"]
+        again = c.post("/v1/sinks/q1/batches/7/commit", json={"transaction_ids": [replay_tx]})
+        assert again.json() == {"status": "already_committed"}
+        info = c.get("/v1/sinks/q1").json()
+        assert info["sink_id"] == "q1" and info["last_batch_id"] == 7
+        assert info["batches"][-1]["messages"] == 3
+        aborted_tx = _half(c, "out", ["never"])["transaction_id"]
+        assert c.post("/v1/sinks/q1/batches/8/abort", json={"transaction_ids": [aborted_tx]}).status_code == 200
+        empty = c.post("/v1/sinks/q1/batches/8/commit", json={"transaction_ids": []})
+        assert empty.json() == {"status": "committed", "messages": 0}
+        time.sleep(0.2)
+        assert _bodies(c, "out") == ["r1", "r2", "r3"]
+
+
+def test_decided_but_unpublished_commit_is_finished_on_restart(fast_broker: Any) -> None:
+    """A crash between the fsynced decision and the publish: restart publishes exactly once."""
+    b = fast_broker()
+    with httpx.Client(base_url=b.url) as c:
+        pending = _half(c, "rec", ["p1", "p2"])["transaction_id"]
+        done = _half(c, "rec", ["d1"])["transaction_id"]
+        c.post(f"/v1/transactions/{done}", json={"action": "commit"})
+        _wait_count(c, "rec", 1)
+    b.stop()
+    meta = b.data_dir / "config"
+    # The published mark of `done` is lost, and `pending` was decided but never published.
+    snapshot = json.loads((meta / "transactions.json").read_text())
+    snapshot["txs"][done]["published"] = False
+    offset = snapshot["txs"][done]["from_offset"]
+    (meta / "transactions.json").write_text(json.dumps(snapshot))
+    decide = {"op": "decide", "txs": [pending], "state": "committed", "ts": int(time.time() * 1000), "from": offset}
+    with open(meta / "transactions.jsonl", "a") as fh:
+        fh.write(json.dumps(decide) + "\n")
+    b.start()
+    with httpx.Client(base_url=b.url) as c:
+        _wait_count(c, "rec", 3)
+        time.sleep(0.3)
+        assert _bodies(c, "rec") == ["d1", "p1", "p2"]
+        assert c.get(f"/v1/transactions/{pending}").json()["published"] is True
+
+
+def test_a_journal_left_over_after_a_snapshot_is_not_applied_twice(tmp_path: Any) -> None:
+    """Crash between writing the snapshot and emptying the journal: no half counted twice."""
+    from broker_api.settings import TransactionsSection
+    from broker_api.transactions import TransactionService
+    from store import Message, MessageStore, StoreConfig
+
+    store = MessageStore(StoreConfig(root_dir=tmp_path / "store", commitlog_segment_bytes=1 << 20,
+                                     index_slots=100, index_entries=400))
+    store.start()
+    try:
+        meta = tmp_path / "config"
+        tx = TransactionService(store, meta, TransactionsSection())
+        tx.start()
+        tx_id, _ = tx.add_halves([Message("t", b"a"), Message("t", b"b")], None)
+        journal = (meta / "transactions.jsonl").read_bytes()
+        tx.stop()  # snapshot written, journal emptied
+        (meta / "transactions.jsonl").write_bytes(journal)  # as if the crash hit before the reset
+        again = TransactionService(store, meta, TransactionsSection())
+        again.start()
+        assert again.describe(tx_id)["messages"] == 2
+        assert again.commit(tx_id)["messages"] == 2
+        again.stop()
+    finally:
+        store.shutdown()

@@ -1,0 +1,95 @@
+"""The reader driven as Spark drives it, against a real broker but without Spark."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from typing import Any
+
+import httpx
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from streaming.errors import DataLossError
+from streaming.options import parse_reader
+from streaming.reader import SparkMQStreamReader
+
+from .support import NO_MIRROR, create_topic, produce, wait_visible
+
+
+def _reader(url: str, **options: str) -> SparkMQStreamReader:
+    opts = {"endpoint": url, **{k.lower(): v for k, v in options.items()}}
+    return SparkMQStreamReader(parse_reader(opts, batch=False))
+
+
+def _read_all(reader: SparkMQStreamReader, start: dict, end: dict) -> list[dict[str, Any]]:
+    executor_side = pickle.loads(pickle.dumps(reader))  # as Spark ships it
+    return [row for p in reader.partitions(start, end)
+            for batch in executor_side.read(pickle.loads(pickle.dumps(p)))
+            for row in batch.to_pylist()]
+
+
+def test_pattern_subscription_picks_up_new_topics_between_batches(broker_factory: Any) -> None:
+    b = broker_factory(env=NO_MIRROR)
+    create_topic(b.url, "evt-a", queues=2)
+    produce(b.url, "evt-a", 10, queues=2)
+    wait_visible(b.url, "evt-a", 10)
+    r = _reader(b.url, subscribePattern="evt-.*", startingOffsets="earliest")
+    start = r.initialOffset()
+    assert start == {"evt-a": {"0": 0, "1": 0}}
+    end = r.latestOffset(start, ReadMaxRows(6))
+    assert end == {"evt-a": {"0": 3, "1": 3}}
+    assert r.latestOffset(end, ReadAllAvailable()) == {"evt-a": {"0": 5, "1": 5}}
+
+    create_topic(b.url, "evt-b", queues=2)
+    create_topic(b.url, "other", queues=2)
+    produce(b.url, "evt-b", 4, queues=2)
+    wait_visible(b.url, "evt-b", 4)
+    start = {"evt-a": {"0": 5, "1": 5}}
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert json.dumps(end) == '{"evt-a": {"0": 5, "1": 5}, "evt-b": {"0": 2, "1": 2}}'
+    rows = _read_all(r, start, end)
+    assert sorted(x["value"] for x in rows) == [b"evt-b-0", b"evt-b-1", b"evt-b-2", b"evt-b-3"]
+    assert r.latestOffset(end, ReadAllAvailable()) == end  # nothing new: same JSON back
+
+
+def test_read_reports_or_skips_offsets_deleted_after_planning(broker_factory: Any) -> None:
+    b = broker_factory(env={**NO_MIRROR, "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": "65536"})
+    create_topic(b.url, "logs", queues=1)
+    produce(b.url, "logs", 1500, queues=1, size=100)
+    wait_visible(b.url, "logs", 1500)
+    strict, lenient = _reader(b.url, subscribe="logs"), _reader(b.url, subscribe="logs",
+                                                                   failOnDataLoss="false")
+    start, end = {"logs": {"0": 0}}, {"logs": {"0": 1500}}
+    httpx.post(f"{b.url}/v1/admin/retention", json={"force": True}, timeout=30).raise_for_status()
+    low = httpx.get(f"{b.url}/v1/topics/logs/queues").json()[0]["min_offset"]
+    assert 0 < low < 1500
+
+    with pytest.raises(DataLossError, match=r"logs/0: offsets \[0, \d+\) were deleted"):
+        _read_all(strict, start, end)
+    rows = _read_all(lenient, start, end)
+    assert [x["offset"] for x in rows] == list(range(low, 1500))
+
+
+def test_starting_timestamp_assign_and_endpoint_failover(broker_factory: Any) -> None:
+    b = broker_factory(env=NO_MIRROR)
+    create_topic(b.url, "t", queues=3)
+    produce(b.url, "t", 6, queues=3)
+    wait_visible(b.url, "t", 6)
+    time.sleep(0.05)
+    cut_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(b.url, "t", 9, start=6, queues=3)
+    wait_visible(b.url, "t", 15)
+
+    r = _reader(b.url, subscribe="t", startingTimestamp=str(cut_ms))
+    assert r.initialOffset() == {"t": {"0": 2, "1": 2, "2": 2}}
+
+    # the first endpoint is down: the reader fails over to the second
+    dead = "http://127.0.0.1:9"
+    r = _reader(f"{dead},{b.url}", assign='{"t": [2, 0]}', startingOffsets='{"t": {"2": 4}}')
+    start = r.initialOffset()
+    assert start == {"t": {"0": 0, "2": 4}}  # queue 1 is not assigned
+    rows = _read_all(r, start, r.latestOffset(start, ReadAllAvailable()))
+    assert [(x["queue_id"], x["offset"]) for x in rows] == [(0, o) for o in range(5)] + [(2, 4)]
