@@ -62,7 +62,8 @@ def _now_ms() -> int:
 class _Tx:
     tx_id: str
     created_ms: int
-    halves: list[str] = field(default_factory=list)
+    halves: list[str] = field(default_factory=list)  # emptied once no longer needed
+    messages: int = 0
     state: str = _OPEN
     published: bool = False
     decided_ms: int = 0
@@ -114,6 +115,8 @@ class TransactionService:
             decided.sort(key=lambda t: t.decided_ms)
             for tx in decided[: max(0, len(decided) - self._cfg.keep_decisions)]:
                 del self._txs[tx.tx_id]
+            for tx in decided:
+                tx.halves = []  # published or dropped: only the count is still needed
             write_json_atomic(
                 self._snapshot,
                 {
@@ -141,6 +144,7 @@ class TransactionService:
         if op == "add":
             tx = self._txs.setdefault(r["tx"], _Tx(r["tx"], r["ts"]))
             tx.halves.extend(r["halves"])
+            tx.messages += len(r["halves"])
         elif op == "decide":
             for tx_id in r["txs"]:
                 tx = self._txs.setdefault(tx_id, _Tx(tx_id, r["ts"]))
@@ -154,7 +158,7 @@ class TransactionService:
 
     def _record_batch(self, sink_id: str, batch_id: int, tx_ids: list[str], ts: int) -> None:
         batches = self._sinks.setdefault(sink_id, {})
-        n = sum(len(self._txs[t].halves) for t in tx_ids if t in self._txs)
+        n = sum(self._txs[t].messages for t in tx_ids if t in self._txs)
         batches[batch_id] = {"batch_id": batch_id, "committed_ms": ts, "transactions": len(tx_ids), "messages": n}
         for old in sorted(batches)[: max(0, len(batches) - self._cfg.keep_sink_batches)]:
             del batches[old]
@@ -198,7 +202,7 @@ class TransactionService:
     def describe(self, tx_id: str) -> dict[str, Any]:
         with self._lock:
             tx = self._get(tx_id)
-            return {"transaction_id": tx_id, "state": tx.state, "messages": len(tx.halves),
+            return {"transaction_id": tx_id, "state": tx.state, "messages": tx.messages,
                     "created_ms": tx.created_ms, "published": tx.published}
 
     # -- decisions -------------------------------------------------------
@@ -213,7 +217,7 @@ class TransactionService:
                     "produce the messages again in a new transaction"
                 )
             if tx.state == _COMMITTED:
-                return {"transaction_id": tx_id, "state": _COMMITTED, "messages": len(tx.halves), "already": True}
+                return {"transaction_id": tx_id, "state": _COMMITTED, "messages": tx.messages, "already": True}
             self._decide([tx], _COMMITTED)
             n = self._publish([tx])
             return {"transaction_id": tx_id, "state": _COMMITTED, "messages": n, "already": False}
@@ -225,7 +229,7 @@ class TransactionService:
                 raise TransactionStateError(f"transaction {tx_id} is already committed and cannot be rolled back")
             if tx.state == _OPEN:
                 self._decide([tx], _ROLLED_BACK)
-            return {"transaction_id": tx_id, "state": _ROLLED_BACK, "messages": len(tx.halves)}
+            return {"transaction_id": tx_id, "state": _ROLLED_BACK, "messages": tx.messages}
 
     def _decide(self, txs: list[_Tx], state: str, sink: tuple[str, int] | None = None) -> None:
         record: dict[str, Any] = {"op": "decide", "txs": [t.tx_id for t in txs], "state": state,
@@ -277,7 +281,7 @@ class TransactionService:
                         done += 1
         except StoreError as exc:
             log.error("could not scan the CommitLog for transaction %s: %s", tx.tx_id, exc)
-        log.warning("finishing committed transaction %s: %d of %d already published", tx.tx_id, done, len(tx.halves))
+        log.warning("finishing committed transaction %s: %d of %d already published", tx.tx_id, done, tx.messages)
         self._publish([tx], {tx.tx_id: done})
 
     # -- timeouts --------------------------------------------------------

@@ -130,7 +130,8 @@ def test_decided_but_unpublished_commit_is_finished_on_restart(fast_broker: Any)
     b = fast_broker()
     with httpx.Client(base_url=b.url) as c:
         pending = _half(c, "rec", ["p1", "p2"])["transaction_id"]
-        done = _half(c, "rec", ["d1"])["transaction_id"]
+        done_half = _half(c, "rec", ["d1"])
+        done = done_half["transaction_id"]
         c.post(f"/v1/transactions/{done}", json={"action": "commit"})
         _wait_count(c, "rec", 1)
     b.stop()
@@ -138,6 +139,7 @@ def test_decided_but_unpublished_commit_is_finished_on_restart(fast_broker: Any)
     # The published mark of `done` is lost, and `pending` was decided but never published.
     snapshot = json.loads((meta / "transactions.json").read_text())
     snapshot["txs"][done]["published"] = False
+    snapshot["txs"][done]["halves"] = [r["msg_id"] for r in done_half["results"]]
     offset = snapshot["txs"][done]["from_offset"]
     (meta / "transactions.json").write_text(json.dumps(snapshot))
     decide = {"op": "decide", "txs": [pending], "state": "committed", "ts": int(time.time() * 1000), "from": offset}
