@@ -8,7 +8,7 @@ Reports, each measured in this run:
   dispatch ConsumeQueue + index rebuild from the CommitLog (msg/s)
   sync     SYNC flush, 32 producer threads, one message per put (msg/s),
            next to a peer: one fdatasync per message, same directory
-  read     get_messages in pages of 1000 (msg/s)
+  read     get_messages in pages of 1000 (msg/s), and get_message_batch (columns)
   recovery abnormal recovery with no usable safe point: CRC scan of the whole log (s/GiB)
 """
 
@@ -79,6 +79,24 @@ def bench_read(root: Path, n: int) -> float:
     return rate
 
 
+def bench_read_columns(root: Path, n: int) -> float:
+    store = MessageStore(_config(root, "async"))
+    store.start()
+    got, t0 = 0, time.perf_counter()
+    for q in range(4):
+        offset = 0
+        while True:
+            r = store.get_message_batch(TOPIC, q, offset, BATCH)
+            if not len(r.batch):
+                break
+            got += len(r.batch)
+            offset = r.next_offset
+    rate = got / (time.perf_counter() - t0)
+    store.shutdown()
+    assert got == n, (got, n)
+    return rate
+
+
 def bench_recovery(root: Path) -> float:
     cp = json.loads((root / "checkpoint").read_text())
     cp.update(commitlog_flushed=0)  # as if no flush was ever checkpointed: scan it all
@@ -139,6 +157,7 @@ def main() -> None:
     print(f"append   {bench_append(log, n):>12,.0f} msg/s  (batches of {BATCH}, ASYNC)")
     print(f"dispatch {bench_dispatch(log, n):>12,.0f} msg/s  (ConsumeQueue + index rebuild)")
     print(f"read     {bench_read(log, n):>12,.0f} msg/s  (get_messages, pages of {BATCH})")
+    print(f"read     {bench_read_columns(log, n):>12,.0f} msg/s  (get_message_batch: columns, pages of {BATCH})")
     print(f"recovery {bench_recovery(log):>12.2f} s/GiB  (abnormal: CRC scan of the whole CommitLog)")
     ours, peer = bench_sync(root / "sync", args.sync_seconds)
     print(f"sync     {ours:>12,.0f} msg/s  (32 threads, group commit) vs {peer:,.0f} msg/s fdatasync-per-message"

@@ -17,6 +17,7 @@ from .errors import (
 )
 from .message import GetResult, GetStatus, Message, PutResult, StoredMessage, SysFlag
 from .message_store import ArrivalListener, MessageStore
+from .pull import PullBatch
 
 __all__ = [
     "ArrivalListener",
@@ -33,6 +34,7 @@ __all__ = [
     "MessageNotFoundError",
     "MessageStore",
     "MessageTooLargeError",
+    "PullBatch",
     "PutResult",
     "StoreClosedError",
     "StoreConfig",

@@ -187,23 +187,30 @@ def split_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, bytes]:
 
 @dataclass(slots=True)
 class PreparedBatch:
-    """Per-message parts computed before the writer lock is taken."""
+    """Per-message parts computed before the writer lock is taken (plain lists:
+    small batches never pay numpy's fixed costs)."""
 
     topics: list[str]
     bodies: list[bytes]
     tails: list[bytes]  # TOPIC_LENGTH .. PROPERTIES
-    sizes: np.ndarray  # int64
-    crcs: np.ndarray  # uint32
-    queue_ids: np.ndarray  # int32
-    flags: np.ndarray
-    sys_flags: np.ndarray
-    born_ts: np.ndarray
-    born_hosts: np.ndarray
-    reconsume: np.ndarray
-    prepared_tx: np.ndarray
+    sizes: list[int]
+    crcs: list[int]
+    # (queue id, flag, sys flag, born ts, reconsume times, prepared tx offset) per message
+    rows: list[tuple[int, int, int, int, int, int]]
+    born_hosts: list[int]
+    # one (topic, queue) and no hidden half messages: queue offsets are a range
+    uniform: bool
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+    @property
+    def queue_ids(self) -> list[int]:
+        return [r[0] for r in self.rows]
+
+    @property
+    def sys_flags(self) -> list[int]:
+        return [r[2] for r in self.rows]
 
 
 def _topic_head(topic: str, cache: dict[str, bytes]) -> bytes:
@@ -272,68 +279,59 @@ def prepare_batch(messages: Sequence[Message], now_ms: int, default_born_host: i
 
 def _finish(messages: Sequence[Message], bodies: list[bytes], tails: list[bytes], rows: list, default_born_host: int,
             custom_hosts: bool, max_size: int) -> PreparedBatch:
-    n = len(bodies)
-    sizes = np.fromiter(map(len, bodies), np.int64, n) + np.fromiter(map(len, tails), np.int64, n) + HEADER_SIZE
-    too_big = np.flatnonzero(sizes > max_size)
-    if too_big.size:
-        i = int(too_big[0])
-        raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
-    cols = np.array(rows, np.int64).reshape(n, 6)
-    born_hosts = np.full(n, default_born_host, np.uint64)
+    sizes = [HEADER_SIZE + len(b) + len(t) for b, t in zip(bodies, tails)]
+    if max(sizes) > max_size:
+        i = next(k for k, z in enumerate(sizes) if z > max_size)
+        raise MessageTooLargeError(f"message {i} encodes to {sizes[i]} bytes; the limit is {max_size} bytes")
+    born_hosts = [default_born_host] * len(bodies)
     if custom_hosts:
-        born_hosts[:] = [encode_host(m.born_host) if m.born_host else default_born_host for m in messages]
-    return PreparedBatch(
-        topics=[m.topic for m in messages],
-        bodies=bodies,
-        tails=tails,
-        sizes=sizes,
-        crcs=np.fromiter(map(zlib.crc32, bodies), np.uint32, n),
-        queue_ids=cols[:, 0].astype(np.int32),
-        flags=cols[:, 1].astype(np.int32),
-        sys_flags=cols[:, 2].astype(np.int32),
-        born_ts=cols[:, 3].copy(),
-        born_hosts=born_hosts,
-        reconsume=cols[:, 4].astype(np.int32),
-        prepared_tx=cols[:, 5].copy(),
-    )
+        born_hosts = [encode_host(m.born_host) if m.born_host else default_born_host for m in messages]
+    topics = [m.topic for m in messages]
+    first = rows[0][0]
+    uniform = topics.count(topics[0]) == len(topics) and all(r[0] == first and not r[2] & 0xC for r in rows) \
+        if len(rows) > 1 else not rows[0][2] & 0xC
+    return PreparedBatch(topics, bodies, tails, sizes, list(map(zlib.crc32, bodies)), rows, born_hosts, uniform)
 
 
 def encode_batch(
     batch: PreparedBatch,
     lo: int,
     hi: int,
-    phy_offsets: np.ndarray,
-    queue_offsets: np.ndarray,
+    phy_offsets: list[int],
+    queue_offsets: list[int],
     store_ts: int,
     store_host: int,
 ) -> bytes:
-    """Encode messages ``lo:hi`` of a prepared batch into one byte string."""
-    n = hi - lo
-    if n <= 4:  # numpy's fixed cost outweighs its speed on tiny batches
+    """Encode messages ``lo:hi`` of a prepared batch into one byte string.
+
+    ``phy_offsets``/``queue_offsets`` hold the values of messages ``lo:hi``.
+    """
+    if hi - lo <= 8:  # numpy's fixed cost outweighs its speed on tiny batches
+        pack = HEADER.pack
         return b"".join(
-            HEADER.pack(int(batch.sizes[i]), MESSAGE_MAGIC, int(batch.crcs[i]), int(batch.queue_ids[i]),
-                        int(batch.flags[i]), int(queue_offsets[i - lo]), int(phy_offsets[i - lo]),
-                        int(batch.sys_flags[i]), int(batch.born_ts[i]), int(batch.born_hosts[i]), store_ts,
-                        store_host, int(batch.reconsume[i]), int(batch.prepared_tx[i]), len(batch.bodies[i]))
-            + batch.bodies[i] + batch.tails[i]
-            for i in range(lo, hi)
+            pack(batch.sizes[i], MESSAGE_MAGIC, batch.crcs[i], r[0], r[1], queue_offsets[i - lo],
+                 phy_offsets[i - lo], r[2], r[3], batch.born_hosts[i], store_ts, store_host, r[4], r[5],
+                 len(batch.bodies[i])) + batch.bodies[i] + batch.tails[i]
+            for i, r in zip(range(lo, hi), batch.rows[lo:hi])
         )
+    n = hi - lo
+    cols = np.array(batch.rows[lo:hi], np.int64).reshape(n, 6)
     hdr = np.empty(n, HEADER_DTYPE)
     hdr["total"] = batch.sizes[lo:hi]
     hdr["magic"] = MESSAGE_MAGIC
     hdr["crc"] = batch.crcs[lo:hi]
-    hdr["queue_id"] = batch.queue_ids[lo:hi]
-    hdr["flag"] = batch.flags[lo:hi]
+    hdr["queue_id"] = cols[:, 0]
+    hdr["flag"] = cols[:, 1]
     hdr["queue_offset"] = queue_offsets
     hdr["phy_offset"] = phy_offsets
-    hdr["sys_flag"] = batch.sys_flags[lo:hi]
-    hdr["born_ts"] = batch.born_ts[lo:hi]
+    hdr["sys_flag"] = cols[:, 2]
+    hdr["born_ts"] = cols[:, 3]
     hdr["born_host"] = batch.born_hosts[lo:hi]
     hdr["store_ts"] = store_ts
     hdr["store_host"] = store_host
-    hdr["reconsume"] = batch.reconsume[lo:hi]
-    hdr["prepared_tx"] = batch.prepared_tx[lo:hi]
-    hdr["body_len"] = np.fromiter(map(len, batch.bodies[lo:hi]), np.int32, n)
+    hdr["reconsume"] = cols[:, 4]
+    hdr["prepared_tx"] = cols[:, 5]
+    hdr["body_len"] = list(map(len, batch.bodies[lo:hi]))
     raw = hdr.tobytes()
     heads = [raw[i : i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
     return b"".join(chain.from_iterable(zip(heads, batch.bodies[lo:hi], batch.tails[lo:hi])))

@@ -10,30 +10,31 @@ a BLANK record and the writer rolls to a new segment.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
+from itertools import accumulate
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from . import codec
-from .consume_queue_store import is_visible
 from .errors import CorruptRecordError, MessageNotFoundError
 from .mapped_file_queue import MappedFileQueue
 from .dispatch import DispatchBatch
-from .message import StoredMessage
+from .message import StoredMessage, SysFlag
 from .scanner import ScanStop, scan_chunk
 
 __all__ = ["CommitLog", "AppendResult"]
 
 _SPAN = 16 << 20  # one read covers at most this much of a segment
+_HIDDEN_STATES = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
 
 
 @dataclass(slots=True)
 class AppendResult:
-    phy_offsets: np.ndarray
-    queue_offsets: np.ndarray
+    phy_offsets: list[int]
+    queue_offsets: list[int]
     store_timestamp: int
     end_offset: int  # log offset just past the batch
 
@@ -60,7 +61,7 @@ class CommitLog:
         with self.write_lock:
             now = int(time.time() * 1000)
             qoffs = self._assign_queue_offsets(batch)
-            phys = np.empty(n, np.int64)
+            phys = [0] * n
             lo = 0
             while lo < n:
                 lo = self._append_some(batch, lo, qoffs, phys, now)
@@ -68,38 +69,35 @@ class CommitLog:
         self.on_append(end)
         return AppendResult(phys, qoffs, now, end)
 
-    def _assign_queue_offsets(self, batch: codec.PreparedBatch) -> np.ndarray:
+    def _assign_queue_offsets(self, batch: codec.PreparedBatch) -> list[int]:
         """Next offsets per (topic, queue); hidden half messages take none (offset 0)."""
         table = self.topic_queue_table
-        qoffs = np.zeros(len(batch), np.int64)
-        visible = is_visible(batch.sys_flags)
-        if visible.all() and len(set(batch.topics)) == 1 and (batch.queue_ids == batch.queue_ids[0]).all():
-            key = (batch.topics[0], int(batch.queue_ids[0]))
+        if batch.uniform:
+            key = (batch.topics[0], batch.rows[0][0])
             base = table.get(key, 0)
-            qoffs[:] = np.arange(base, base + len(batch))
             table[key] = base + len(batch)
-            return qoffs
-        for i, (topic, qid) in enumerate(zip(batch.topics, batch.queue_ids.tolist())):
-            if visible[i]:
-                key = (topic, qid)
-                nxt = table.get(key, 0)
-                qoffs[i] = nxt
+            return list(range(base, base + len(batch)))
+        qoffs = [0] * len(batch)
+        for i, (topic, row) in enumerate(zip(batch.topics, batch.rows)):
+            if row[2] & 0xC not in _HIDDEN_STATES:
+                key = (topic, row[0])
+                qoffs[i] = nxt = table.get(key, 0)
                 table[key] = nxt + 1
         return qoffs
 
-    def _append_some(self, batch: codec.PreparedBatch, lo: int, qoffs: np.ndarray, phys: np.ndarray, now: int) -> int:
+    def _append_some(self, batch: codec.PreparedBatch, lo: int, qoffs: list[int], phys: list[int], now: int) -> int:
         """Append as many messages from ``lo`` as fit the current segment."""
         seg = self.queue.writable()
         room = seg.remaining - codec.MIN_BLANK
-        ends = np.cumsum(batch.sizes[lo:])
-        fit = len(ends) if ends[-1] <= room else int(np.searchsorted(ends, np.int64(room), side="right"))
+        ends = list(accumulate(batch.sizes[lo:]))
+        fit = len(ends) if ends[-1] <= room else bisect_right(ends, room)
         if fit == 0:
             seg.append(codec.encode_blank(seg.remaining))
             seg.wrote = seg.size  # the BLANK covers the rest of the segment
             return lo
         hi = lo + fit
         start = seg.start_offset + seg.wrote
-        phys[lo:hi] = start + np.concatenate(([0], ends[: fit - 1]))
+        phys[lo:hi] = [start] + [start + e for e in ends[: fit - 1]]
         data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
         seg.append(data)
         return hi

@@ -44,6 +44,35 @@ class DispatchBatch:
     def properties(self, i: int) -> dict[str, str]:
         return decode_properties(self.properties_raw[i])
 
+    def take(self, idx: np.ndarray) -> DispatchBatch:
+        """The rows at positions ``idx`` (an int array), in that order."""
+        rows = idx.tolist()
+        return DispatchBatch(
+            **{f: getattr(self, f)[idx] for f in _ARRAYS},
+            **{f: [getattr(self, f)[i] for i in rows] for f in _LISTS},
+            end_offset=self.end_offset,
+        )
+
+    @staticmethod
+    def concat(parts: list[DispatchBatch], end_offset: int) -> DispatchBatch:
+        """One batch holding the rows of ``parts`` in order."""
+        if len(parts) == 1:
+            parts[0].end_offset = end_offset
+            return parts[0]
+        return DispatchBatch(
+            **{f: np.concatenate([getattr(p, f) for p in parts]) if parts else np.empty(0, _DTYPES[f])
+               for f in _ARRAYS},
+            **{f: [x for p in parts for x in getattr(p, f)] for f in _LISTS},
+            end_offset=end_offset,
+        )
+
+
+_ARRAYS = ("queue_ids", "queue_offsets", "phy_offsets", "sizes", "tag_codes", "store_timestamps",
+           "born_timestamps", "sys_flags")
+_LISTS = ("topics", "keys", "tags", "properties_raw", "bodies", "msg_ids")
+_DTYPES = {"queue_ids": np.int32, "sizes": np.int32, "sys_flags": np.int32}
+_DTYPES.update({f: np.int64 for f in _ARRAYS if f not in _DTYPES})
+
 
 def decode_properties(raw: bytes) -> dict[str, str]:
     """Decode ``name\\x01value\\x02`` pairs (see codec)."""

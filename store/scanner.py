@@ -26,7 +26,7 @@ import numpy as np
 from . import codec
 from .dispatch import DispatchBatch
 
-__all__ = ["ScanStop", "ScanResult", "scan_chunk"]
+__all__ = ["ScanStop", "ScanResult", "scan_chunk", "parse_at"]
 
 _HS = codec.HEADER_SIZE
 _MIN_RECORD = _HS + 3
@@ -79,6 +79,46 @@ def _first_false(ok: np.ndarray) -> int:
     return int(bad[0]) if len(bad) else len(ok)
 
 
+@dataclass(slots=True)
+class _Headers:
+    hdr: np.ndarray
+    st: np.ndarray
+    total: np.ndarray
+    blen: np.ndarray
+    t_at: np.ndarray
+    tlen: np.ndarray
+    p_at: np.ndarray
+    plen: np.ndarray
+    ok: np.ndarray  # per record: lengths add up and the offset is right
+
+    def take(self, idx: np.ndarray | slice) -> _Headers:
+        return _Headers(*(getattr(self, f)[idx] for f in self.__slots__))  # type: ignore[attr-defined]
+
+
+def _headers(buf: bytes, base_offset: int, st: np.ndarray) -> _Headers:
+    """Gather and check the headers of the records starting at ``st`` (all inside ``buf``)."""
+    n = len(st)
+    u8 = np.frombuffer(buf, np.uint8)
+    hdr = u8[st[:, None] + _HDR_RANGE].view(codec.HEADER_DTYPE).reshape(n) if n else np.empty(0, codec.HEADER_DTYPE)
+    total = hdr["total"].astype(np.int64)
+    blen = hdr["body_len"].astype(np.int64)
+    t_at = st + _HS + blen  # TOPIC_LENGTH byte
+    ok = (blen >= 0) & (t_at + 3 <= st + total) & (hdr["phy_offset"] == base_offset + st) & (hdr["magic"] == _MSG)
+    last = len(buf) - 1
+    tlen = u8[np.clip(t_at, 0, last)].astype(np.int64)
+    p_at = t_at + 1 + tlen  # PROPERTIES_LENGTH
+    plen = u8[np.clip(p_at, 0, last)].astype(np.int64) * 256 + u8[np.clip(p_at + 1, 0, last)]
+    ok &= p_at + 2 + plen == st + total
+    return _Headers(hdr, st, total, blen, t_at, tlen, p_at, plen, ok)
+
+
+def _crc_ok(buf: bytes, h: _Headers) -> np.ndarray:
+    b0s, bls = (h.st + _HS).tolist(), h.blen.tolist()
+    with memoryview(buf) as mv:
+        crcs = np.fromiter((zlib.crc32(mv[b : b + k]) for b, k in zip(b0s, bls)), np.uint32, len(b0s))
+    return crcs == h.hdr["crc"]
+
+
 def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int, collect: bool = True) -> ScanResult:
     """Parse records in ``buf``, whose first byte lies at log offset ``base_offset``.
 
@@ -86,37 +126,27 @@ def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int
     """
     starts, stop, reason = _walk(buf)
     n = len(starts)
-    st = np.array(starts, np.int64)
-    u8 = np.frombuffer(buf, np.uint8)
-    hdr = u8[st[:, None] + _HDR_RANGE].view(codec.HEADER_DTYPE).reshape(n) if n else np.empty(0, codec.HEADER_DTYPE)
-    total = hdr["total"].astype(np.int64)
-    blen = hdr["body_len"].astype(np.int64)
-    t_at = st + _HS + blen  # TOPIC_LENGTH byte
-    ok = (blen >= 0) & (t_at + 3 <= st + total) & (hdr["phy_offset"] == base_offset + st)
-    last = len(buf) - 1
-    tlen = u8[np.clip(t_at, 0, last)].astype(np.int64)
-    p_at = t_at + 1 + tlen  # PROPERTIES_LENGTH
-    plen = u8[np.clip(p_at, 0, last)].astype(np.int64) * 256 + u8[np.clip(p_at + 1, 0, last)]
-    ok &= p_at + 2 + plen == st + total
-    good = _first_false(ok)
+    h = _headers(buf, base_offset, np.array(starts, np.int64))
+    good = _first_false(h.ok)
     if check_crc and good:
-        b0s, bls = (st[:good] + _HS).tolist(), blen[:good].tolist()
-        with memoryview(buf) as mv:
-            crcs = np.fromiter((zlib.crc32(mv[b : b + k]) for b, k in zip(b0s, bls)), np.uint32, good)
-        good = _first_false(crcs == hdr["crc"][:good])
+        good = _first_false(_crc_ok(buf, h.take(slice(0, good))))
     if good < n:
         stop, reason = ScanStop.INVALID, f"record at {base_offset + starts[good]} fails its checks"
-    consumed = starts[good] if good < n else (int(st[-1] + total[-1]) if n else 0)
-    if not collect:
-        good = 0
-    sl = slice(0, good)
-    batch = _columns(buf, hdr[sl], st[sl], blen[sl], t_at[sl], tlen[sl], p_at[sl], plen[sl], store_host,
-                     base_offset + consumed)
+    consumed = starts[good] if good < n else (int(h.st[-1] + h.total[-1]) if n else 0)
+    batch = _columns(buf, h.take(slice(0, good if collect else 0)), store_host, base_offset + consumed)
     return ScanResult(batch, consumed, stop, reason)
 
 
-def _columns(buf: bytes, hdr: np.ndarray, st: np.ndarray, blen: np.ndarray, t_at: np.ndarray, tlen: np.ndarray,
-             p_at: np.ndarray, plen: np.ndarray, store_host: int, end_offset: int) -> DispatchBatch:
+def parse_at(buf: bytes, base_offset: int, starts: np.ndarray, store_host: int) -> DispatchBatch:
+    """Parse the records known (from ConsumeQueue units) to start at ``starts``; bad ones are dropped."""
+    h = _headers(buf, base_offset, starts)
+    if not h.ok.all():
+        h = h.take(np.flatnonzero(h.ok))
+    return _columns(buf, h, store_host, base_offset + len(buf))
+
+
+def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> DispatchBatch:
+    hdr = h.hdr
     topics_cache: dict[bytes, str] = {}
     tag_cache: dict[str | None, int] = {None: 0}
     topics: list[str] = []
@@ -125,8 +155,8 @@ def _columns(buf: bytes, hdr: np.ndarray, st: np.ndarray, blen: np.ndarray, t_at
     props: list[bytes] = []
     bodies: list[bytes] = []
     split = codec.split_properties
-    for s, b, t, tl, p, pl in zip((st + _HS).tolist(), blen.tolist(), (t_at + 1).tolist(), tlen.tolist(),
-                                  (p_at + 2).tolist(), plen.tolist()):
+    for s, b, t, tl, p, pl in zip((h.st + _HS).tolist(), h.blen.tolist(), (h.t_at + 1).tolist(), h.tlen.tolist(),
+                                  (h.p_at + 2).tolist(), h.plen.tolist()):
         tb = buf[t : t + tl]
         topic = topics_cache.get(tb)
         if topic is None:

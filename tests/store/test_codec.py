@@ -33,7 +33,7 @@ def _encode(msgs: list[Message], base: int = 0) -> tuple[bytes, np.ndarray]:
     batch = codec.prepare_batch(msgs, 1234, HOST, 1 << 20)
     ends = np.cumsum(batch.sizes)
     phys = base + np.concatenate(([0], ends[:-1])).astype(np.int64)
-    data = codec.encode_batch(batch, 0, len(msgs), phys, np.arange(len(msgs), dtype=np.int64), 999, HOST)
+    data = codec.encode_batch(batch, 0, len(msgs), phys.tolist(), list(range(len(msgs))), 999, HOST)
     return data, phys
 
 

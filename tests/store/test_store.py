@@ -162,3 +162,24 @@ def test_oversized_message_is_refused_and_nothing_is_written(open_store: Callabl
     with pytest.raises(MessageTooLargeError, match="limit is 1000 bytes"):
         store.put_messages([Message(topic="t", body=b"ok"), Message(topic="t", body=b"x" * 2000)])
     assert store.stats()["commitlog_max_offset"] == 0
+
+
+def test_columnar_pull_matches_object_pull(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store(flush_mode="async")
+    msgs = [Message(topic=f"c{i % 2}", body=b"b%d" % i * (i % 40), queue_id=i % 3, keys=(f"k{i}",),
+                    tags="A" if i % 4 else "B", properties={"n": str(i)}) for i in range(900)]
+    store.put_messages(msgs)
+    _wait_dispatched(store)
+    for topic, qid, offset, count, tags, max_bytes in [("c0", 0, 0, 50, None, None), ("c1", 2, 10, 1000, None, None),
+                                                       ("c0", 1, 3, 20, frozenset({"B"}), None),
+                                                       ("c1", 0, 0, 100, None, 2000), ("c0", 0, 999, 5, None, None),
+                                                       ("c0", 9, 0, 5, None, None)]:
+        a = store.get_messages(topic, qid, offset, count, tags, max_bytes)
+        b = store.get_message_batch(topic, qid, offset, count, tags, max_bytes)
+        assert (a.status, a.next_offset, a.min_offset, a.max_offset) == (
+            b.status, b.next_offset, b.min_offset, b.max_offset)
+        assert [m.body for m in a.messages] == b.batch.bodies
+        assert [m.queue_offset for m in a.messages] == b.batch.queue_offsets.tolist()
+        assert [m.msg_id for m in a.messages] == b.batch.msg_ids
+        assert [m.keys for m in a.messages] == b.batch.keys
+        assert [m.properties for m in a.messages] == [b.batch.properties(i) for i in range(len(b.batch))]
