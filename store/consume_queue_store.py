@@ -84,15 +84,18 @@ class ConsumeQueueStore:
 
     def dispatch(self, batch: DispatchBatch) -> list[tuple[str, int, int]]:
         """Append units for visible records; returns (topic, queue, new max) per grown queue."""
+        if not len(batch):
+            return []
         visible = is_visible(batch.sys_flags)
-        groups: dict[tuple[str, int], list[int]] = {}
-        qids = batch.queue_ids.tolist()
-        for i, (topic, qid) in enumerate(zip(batch.topics, qids)):
-            if visible[i]:
-                groups.setdefault((topic, qid), []).append(i)
+        names = list(dict.fromkeys(batch.topics))
+        code_of = {t: i for i, t in enumerate(names)}
+        codes = np.fromiter(map(code_of.__getitem__, batch.topics), np.int64, len(batch)) if len(names) > 1 \
+            else np.zeros(len(batch), np.int64)
+        group = (codes << 32) | batch.queue_ids.astype(np.int64)
         grown: list[tuple[str, int, int]] = []
-        for (topic, qid), idx_list in groups.items():
-            idx = np.array(idx_list, np.int64)
+        for g in np.unique(group[visible]).tolist():
+            idx = np.flatnonzero((group == g) & visible)
+            topic, qid = names[g >> 32], g & 0xFFFFFFFF
             cq = self.get_or_create(topic, qid)
             cq.put_units(batch.queue_offsets[idx], batch.phy_offsets[idx], batch.sizes[idx], batch.tag_codes[idx])
             grown.append((topic, qid, cq.max_offset()))
