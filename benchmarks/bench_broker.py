@@ -218,7 +218,8 @@ def phase_soak(args: argparse.Namespace, bport: int, pid: int, rate: float) -> N
     time.sleep(2)
     after = proc_stats(pid)
     achieved = res["requests"] / args.soak_s
-    print(f"soak {args.soak_s:.0f} s at {achieved:,.0f} req/s ({res['errors']} errors): anon memory "
+    refused = {k: v for k, v in res.items() if k != "requests"} or "none"
+    print(f"soak {args.soak_s:.0f} s at {achieved:,.0f} req/s (non-200 answers: {refused}): anon memory "
           f"{before['rss_anon_kb'] / 1024:.1f} -> {after['rss_anon_kb'] / 1024:.1f} MiB, "
           f"threads {before['threads']} -> {after['threads']}, fds {before['fds']} -> {after['fds']}", flush=True)
 

@@ -46,14 +46,15 @@ async def _load_worker(port: int, request: bytes, stop_at: float, counts: dict[s
                     await asyncio.sleep(delay)
             writer.write(request)
             status, _, _ = await _read_response(reader)
-            counts["requests" if status == 200 else "errors"] += 1
+            key = "requests" if status == 200 else f"http_{status}"
+            counts[key] = counts.get(key, 0) + 1
     finally:
         writer.close()
 
 
 def http_load(port: int, request: bytes, duration: float, connections: int, rate: float | None = None) -> dict:
     """Send ``request`` over ``connections`` keep-alive connections for ``duration`` s."""
-    counts = {"requests": 0, "errors": 0}
+    counts = {"requests": 0}
     interval = connections / rate if rate else None
 
     async def main() -> None:

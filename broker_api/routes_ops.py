@@ -65,9 +65,10 @@ def broker_info(request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/admin/retention", summary="Run CommitLog retention now")
-def run_retention(body: RetentionRequest, request: Request) -> dict[str, int]:
+def run_retention(request: Request, body: RetentionRequest | None = None) -> dict[str, int]:
     """``force`` deletes every CommitLog segment but the active one, whatever its age."""
-    return {"deleted_segments": _broker(request).store.run_retention(force=body.force)}  # type: ignore[attr-defined]
+    force = body.force if body is not None else False
+    return {"deleted_segments": _broker(request).store.run_retention(force=force)}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

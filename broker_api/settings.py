@@ -109,6 +109,7 @@ class TransactionsSection(_Section):
     check_interval_s: float = Field(default=1.0, gt=0)
     keep_decisions: int = Field(default=100_000, ge=100)
     keep_sink_batches: int = Field(default=1000, ge=1)
+    keep_sinks: int = Field(default=10_000, ge=1)
 
 
 class MirrorSection(_Section):

@@ -162,6 +162,9 @@ class TransactionService:
         batches[batch_id] = {"batch_id": batch_id, "committed_ms": ts, "transactions": len(tx_ids), "messages": n}
         for old in sorted(batches)[: max(0, len(batches) - self._cfg.keep_sink_batches)]:
             del batches[old]
+        if len(self._sinks) > self._cfg.keep_sinks:
+            stalest = min(self._sinks, key=lambda s: max(b["committed_ms"] for b in self._sinks[s].values()))
+            del self._sinks[stalest]
 
     # -- half messages ---------------------------------------------------
 

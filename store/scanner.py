@@ -18,6 +18,7 @@ Work is split so that Python pays per record only what cannot be avoided:
 from __future__ import annotations
 
 import enum
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -145,31 +146,59 @@ def parse_at(buf: bytes, base_offset: int, starts: np.ndarray, store_host: int) 
     return _columns(buf, h, store_host, base_offset + len(buf))
 
 
+def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The byte ranges ``[start, start+length)`` concatenated, each followed by a NUL byte."""
+    total = int(lengths.sum()) + len(lengths)
+    if not len(lengths):
+        return b""
+    ends = np.cumsum(lengths + 1)
+    out = np.zeros(total, np.uint8)
+    # position k of the output copies input byte starts[r] + (k - first output of r)
+    shift = np.repeat(starts - (ends - lengths - 1), lengths + 1)
+    k = np.arange(total, dtype=np.int64)
+    src = k + shift
+    mask = np.ones(total, bool)
+    mask[ends - 1] = False  # the separators stay zero
+    out[mask] = u8[src[mask]]
+    return out.tobytes()
+
+
+# One record's properties: optional TAGS, optional KEYS, the rest; records end with NUL.
+_PROPS = re.compile(rb"(?:TAGS\x01([^\x02\x00]*)\x02)?(?:KEYS\x01([^\x02\x00]*)\x02)?([^\x00]*)\x00")
+
+
+def _split_one(raw: bytes) -> tuple[bytes, bytes, bytes]:
+    keys, tags, rest = codec.split_properties(raw)
+    return (tags or "").encode(), "\x03".join(keys).encode(), rest
+
+
+def _topics(u8: np.ndarray, h: _Headers) -> list[str]:
+    n = len(h.st)
+    if n and (h.tlen == h.tlen[0]).all():
+        tl = int(h.tlen[0])
+        mat = u8[(h.t_at + 1)[:, None] + np.arange(tl)]
+        if (mat == mat[0]).all():
+            return [mat[0].tobytes().decode("utf-8", "replace")] * n
+    cache: dict[bytes, str] = {}
+    return [cache.get(b) or cache.setdefault(b, b.decode("utf-8", "replace"))
+            for b in _gather(u8, h.t_at + 1, h.tlen).split(b"\x00")[:n]]
+
+
 def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> DispatchBatch:
     hdr = h.hdr
-    topics_cache: dict[bytes, str] = {}
-    tag_cache: dict[str | None, int] = {None: 0}
-    topics: list[str] = []
-    keys: list[tuple[str, ...]] = []
-    tags: list[str | None] = []
-    props: list[bytes] = []
-    bodies: list[bytes] = []
-    split = codec.split_properties
-    for s, b, t, tl, p, pl in zip((h.st + _HS).tolist(), h.blen.tolist(), (h.t_at + 1).tolist(), h.tlen.tolist(),
-                                  (h.p_at + 2).tolist(), h.plen.tolist()):
-        tb = buf[t : t + tl]
-        topic = topics_cache.get(tb)
-        if topic is None:
-            topic = topics_cache[tb] = tb.decode("utf-8", "replace")
-        topics.append(topic)
-        k, tg, rest = split(buf[p : p + pl])
-        keys.append(k)
-        tags.append(tg)
-        props.append(rest)
-        bodies.append(buf[s : s + b])
-    for tg in set(tags):
-        if tg not in tag_cache:
-            tag_cache[tg] = codec.tag_code(tg)
+    n = len(h.st)
+    u8 = np.frombuffer(buf, np.uint8)
+    topics = _topics(u8, h)
+    found = _PROPS.findall(_gather(u8, h.p_at + 2, h.plen))
+    if len(found) != n:  # a NUL inside properties: parse record by record
+        found = [_split_one(buf[p : p + z]) for p, z in zip((h.p_at + 2).tolist(), h.plen.tolist())]
+    tag_names: dict[bytes, str | None] = {b"": None}
+    tags = [tag_names.get(t) or tag_names.setdefault(t, t.decode("utf-8", "replace")) for t, _, _ in found]
+    names = b"\x00".join([k for _, k, _ in found]).decode("utf-8", "replace").split("\x00")
+    keys = [((k,) if "\x03" not in k else tuple(k.split("\x03"))) if k else () for k in names]
+    props = [r for _, _, r in found]
+    bodies = [buf[s : s + b] for s, b in zip((h.st + _HS).tolist(), h.blen.tolist())]
+    tag_cache: dict[str | None, int] = {t: codec.tag_code(t) for t in tag_names.values()}
     phys = hdr["phy_offset"].astype(np.int64)
     prefix = f"{store_host:016X}"
     return DispatchBatch(
