@@ -119,6 +119,9 @@ def test_garbled_tail_is_cut_and_never_served(tmp_path: Path) -> None:
         assert got == bodies[:-1]
         r = store.put_messages([Message(topic="tail", body=b"fresh")])
         assert r[0].queue_offset == len(bodies) - 1
+        deadline = time.monotonic() + 10
+        while store.max_offset("tail", 0) < len(bodies) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert [m.body for m in _read_queue(store, "tail", 0)][-1] == b"fresh"
     finally:
         store.shutdown()
