@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from . import routes_admin, routes_groups, routes_messages, routes_ops, routes_tx, sql_api
 from .broker import Broker
 from .errors import install_handlers
+from .hotpath import HotPathMiddleware
 from .settings import BrokerSettings
 
 __all__ = ["create_app"]
@@ -45,6 +46,7 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.state.settings = settings
     app.state.mirror = None
     install_handlers(app)
+    app.add_middleware(HotPathMiddleware)
     for module in (routes_messages, routes_admin, routes_groups, routes_tx, routes_ops, sql_api):
         app.include_router(module.router)
     return app

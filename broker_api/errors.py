@@ -39,6 +39,7 @@ __all__ = [
     "NotReadyError",
     "ERROR_TABLE",
     "error_response",
+    "response_for",
     "install_handlers",
 ]
 
@@ -172,7 +173,18 @@ def _lookup(exc: BaseException) -> tuple[int, str]:
     return 500, "internal_error"
 
 
+def response_for(exc: Exception) -> Response:
+    """The error answer for ``exc`` (the table's status and code; 500 for anything else)."""
+    if isinstance(exc, (BrokerError, store.StoreError)):
+        return _mapped(exc)
+    return _unexpected(exc)
+
+
 async def _handle_mapped(request: Request, exc: Exception) -> Response:
+    return _mapped(exc)
+
+
+def _mapped(exc: Exception) -> Response:
     status, code = _lookup(exc)
     message = str(exc) or type(exc).__name__
     if isinstance(exc, store.StoreError):
@@ -210,6 +222,10 @@ async def _handle_http(request: Request, exc: Exception) -> Response:
 
 
 async def _handle_unexpected(request: Request, exc: Exception) -> Response:
+    return _unexpected(exc)
+
+
+def _unexpected(exc: Exception) -> Response:
     # A bug, not a user error: still answer in the documented shape (the
     # exception is logged by the server as well).
     return error_response(500, "internal_error",

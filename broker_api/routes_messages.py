@@ -7,6 +7,7 @@ Their request shapes are documented in the OpenAPI schema via
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import zlib
 from types import MappingProxyType
@@ -16,13 +17,21 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from store import GetResult, GetStatus, Message, MessageTooLargeError, PutResult
+from store import GetResult, GetStatus, Message, MessageTooLargeError, PullBatch, PutResult
 
 from .broker import Broker
 from .errors import BadOffsetError, BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
 from .openapi_docs import PRODUCE_DOC, PULL_DOC
 from .topics import TopicConfig
-from .wire import ARROW_STREAM, Draft, message_to_json, messages_to_arrow, parse_arrow_produce, parse_json_produce
+from .wire import (
+    ARROW_STREAM,
+    Draft,
+    batch_to_arrow,
+    batch_to_json,
+    message_to_json,
+    parse_arrow_produce,
+    parse_json_produce,
+)
 
 __all__ = ["router"]
 
@@ -30,6 +39,7 @@ router = APIRouter(tags=["messages"])
 
 _WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
 _INLINE_PULL_MAX = 256
+_SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
 _NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
 # curl -d sends form-urlencoded; treat it (and text) as the JSON form.
 _JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
@@ -147,26 +157,38 @@ def _tags(raw: str | None) -> frozenset[str] | None:
     return frozenset(t.strip() for t in raw.split("||") if t.strip())
 
 
-async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: frozenset[str] | None) -> GetResult:
+Page = GetResult | PullBatch  # a page as message objects or as columns
+
+
+async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: frozenset[str] | None,
+               arrow: bool) -> Page:
+    """One page: as columns for Arrow and big JSON pages (the store's fast path), as
+    message objects for small JSON pages (the columnar path has a fixed cost)."""
     store, max_bytes = broker.store, broker.settings.limits.max_pull_bytes
-    if n <= _INLINE_PULL_MAX:
-        result = store.get_messages(topic, qid, offset, n, tags, max_bytes)
+    small = not arrow and (n <= _SMALL_PAGE or store.max_offset(topic, qid) - offset <= _SMALL_PAGE)
+    fetch = store.get_messages if small else store.get_message_batch
+    if n <= _INLINE_PULL_MAX or small:
+        result: Page = fetch(topic, qid, offset, n, tags, max_bytes)
     else:
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(None, store.get_messages, topic, qid, offset, n, tags, max_bytes)
+        result = await loop.run_in_executor(None, fetch, topic, qid, offset, n, tags, max_bytes)
     return _known_queue(result, offset)
 
 
-def _known_queue(result: GetResult, offset: int) -> GetResult:
+def _page_len(result: Page) -> int:
+    return len(result.batch) if isinstance(result, PullBatch) else len(result.messages)
+
+
+def _known_queue(result: Page, offset: int) -> Page:
     """A queue the broker knows but the store never wrote is empty, not missing."""
     if result.status != GetStatus.NO_QUEUE:
         return result
     status = GetStatus.NO_NEW_MESSAGE if offset == 0 else GetStatus.OFFSET_OVERFLOW
-    return GetResult(status, [], 0, 0, 0)
+    return dataclasses.replace(result, status=status, next_offset=0, min_offset=0, max_offset=0)
 
 
-async def _long_poll(broker: Broker, topic: str, qid: int, result: GetResult, n: int,
-                     tags: frozenset[str] | None, wait_ms: int) -> GetResult:
+async def _long_poll(broker: Broker, topic: str, qid: int, result: Page, n: int,
+                     tags: frozenset[str] | None, wait_ms: int, arrow: bool) -> Page:
     """Hold the pull until the queue grows (woken by the reput thread) or the wait ends."""
     assert broker.waiters is not None
     loop = asyncio.get_running_loop()
@@ -185,7 +207,7 @@ async def _long_poll(broker: Broker, topic: str, qid: int, result: GetResult, n:
                     pass
         finally:
             broker.waiters.unregister(topic, qid, event)
-        result = await _get(broker, topic, qid, offset, n, tags)
+        result = await _get(broker, topic, qid, offset, n, tags, arrow)
     return result
 
 
@@ -210,18 +232,20 @@ async def pull(request: Request) -> Response:
     cfg = broker.topics.for_pull(topic)
     cfg.check_queue(qid)
     tags = _tags(q.get("tags"))
-    result = await _get(broker, topic, qid, offset, n, tags)
+    result = await _get(broker, topic, qid, offset, n, tags, arrow)
     if wait_ms > 0 and result.status in _WAIT_STATUSES:
-        result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms)
+        result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow)
     status = result.status.value
     m = broker.metrics
     m.pull_requests.inc(status=status)
-    m.pull_messages.inc(len(result.messages), topic=topic)
+    m.pull_messages.inc(_page_len(result), topic=topic)
     m.pull_latency.observe(time.perf_counter() - started)
-    if arrow:
+    if isinstance(result, PullBatch) and arrow:
         headers = {"X-Sparkmq-Status": status, "X-Sparkmq-Next-Offset": str(result.next_offset),
                    "X-Sparkmq-Min-Offset": str(result.min_offset), "X-Sparkmq-Max-Offset": str(result.max_offset)}
-        return Response(messages_to_arrow(result.messages), media_type=ARROW_STREAM, headers=headers)
-    return _json({"status": status, "messages": [message_to_json(x) for x in result.messages],
+        return Response(batch_to_arrow(result.batch), media_type=ARROW_STREAM, headers=headers)
+    messages = batch_to_json(result.batch) if isinstance(result, PullBatch) else [
+        message_to_json(x) for x in result.messages]
+    return _json({"status": status, "messages": messages,
                   "next_offset": result.next_offset, "min_offset": result.min_offset,
                   "max_offset": result.max_offset})
