@@ -11,6 +11,7 @@ __all__ = [
     "SparkMQError",
     "OptionError",
     "BrokerUnavailableError",
+    "NamesrvUnavailableError",
     "BrokerRequestError",
     "TopicNotFoundError",
     "DataLossError",
@@ -29,6 +30,10 @@ class OptionError(SparkMQError, ValueError):
 
 class BrokerUnavailableError(SparkMQError):
     """Raised when no configured broker endpoint answers."""
+
+
+class NamesrvUnavailableError(SparkMQError):
+    """Raised when no NameServer of the ``namesrv`` option answers."""
 
 
 class BrokerRequestError(SparkMQError):

@@ -8,19 +8,31 @@ string keys because JSON object keys are strings)::
     {"orders": {"0": 23, "1": 7, "10": 2, "2": 9}}    <- wrong (string order)
     {"orders": {"0": 23, "1": 7, "2": 9, "10": 2}}    <- what to_json() writes
 
-Inside the package offsets are flat dicts ``{(topic, queue_id): offset}``.
+With the ``namesrv`` option a topic is served by several brokers, and the
+JSON grows a broker level (brokers sorted by name)::
+
+    {"orders": {"broker-a": {"0": 12, "1": 7}, "broker-b": {"0": 3}}}
+
+Inside the package offsets are flat dicts ``{QueueKey: offset}``; a key is
+``(topic, queue_id)`` with ``endpoint`` and ``(topic, broker, queue_id)`` with
+``namesrv`` (one query never mixes the two, so keys always sort).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import OptionError
 from .options import EARLIEST, LATEST, OffsetSpec
 
 __all__ = [
     "QueueKey",
+    "key_topic",
+    "key_queue",
+    "key_broker",
+    "key_name",
     "QueueRange",
     "RangePlan",
     "to_json",
@@ -32,7 +44,28 @@ __all__ = [
     "lost_offsets",
 ]
 
-QueueKey = tuple[str, int]
+QueueKey = tuple[str, int] | tuple[str, str, int]
+
+
+def key_topic(key: QueueKey) -> str:
+    """The topic of a queue key."""
+    return key[0]
+
+
+def key_queue(key: QueueKey) -> int:
+    """The queue id of a queue key."""
+    return int(key[-1])
+
+
+def key_broker(key: QueueKey) -> str:
+    """The broker name of a queue key ('' for a single-broker ``endpoint`` key)."""
+    return str(key[1]) if len(key) == 3 else ""
+
+
+def key_name(key: QueueKey) -> str:
+    """``topic/queue`` or ``topic@broker/queue`` for messages."""
+    broker = key_broker(key)
+    return f"{key[0]}@{broker}/{key[-1]}" if broker else f"{key[0]}/{key[-1]}"
 
 
 @dataclass(frozen=True)
@@ -52,38 +85,51 @@ class RangePlan:
     start: int
     end: int
     new_queue: bool
+    broker: str = ""
 
 
-def to_json(flat: Mapping[QueueKey, int]) -> dict[str, dict[str, int]]:
+def to_json(flat: Mapping[QueueKey, int]) -> dict[str, Any]:
     """Flat offsets → the stable JSON form Spark stores."""
-    out: dict[str, dict[str, int]] = {}
-    for topic, qid in sorted(flat):
-        out.setdefault(topic, {})[str(qid)] = int(flat[(topic, qid)])
+    out: dict[str, Any] = {}
+    for key in sorted(flat):
+        level = out.setdefault(key[0], {})
+        if len(key) == 3:
+            level = level.setdefault(str(key[1]), {})
+        level[str(key[-1])] = int(flat[key])
     return out
 
 
-def from_json(offsets: Mapping[str, Mapping[str, int]] | None) -> dict[QueueKey, int]:
-    """The JSON form (as Spark hands it back) → flat offsets."""
-    if not offsets:
-        return {}
-    return {(t, int(q)): int(o) for t, qs in offsets.items() for q, o in qs.items()}
+def from_json(offsets: Mapping[str, Mapping[str, Any]] | None) -> dict[QueueKey, int]:
+    """The JSON form (as Spark hands it back), either shape → flat offsets."""
+    flat: dict[QueueKey, int] = {}
+    for topic, level in (offsets or {}).items():
+        for name, value in level.items():
+            if isinstance(value, Mapping):
+                for qid, off in value.items():
+                    flat[(topic, str(name), int(qid))] = int(off)
+            else:
+                flat[(topic, int(name))] = int(value)
+    return flat
 
 
 def _from_spec_json(
     spec: OffsetSpec, ranges: Mapping[QueueKey, QueueRange], name: str
 ) -> dict[QueueKey, int]:
-    topics = {t for t, _ in ranges}
-    for topic, queues in spec.offsets.items():
-        if topic not in topics:
+    topics = {key_topic(k) for k in ranges}
+    wanted: dict[QueueKey, int] = {(t, q): o for t, qs in spec.offsets.items() for q, o in qs.items()}
+    wanted.update({(t, b, q): o for t, bs in spec.broker_offsets.items()
+                   for b, qs in bs.items() for q, o in qs.items()})
+    for key in wanted:
+        if key_topic(key) not in topics:
             raise OptionError(
-                f"option '{name}' names topic {topic!r}, which is not subscribed "
+                f"option '{name}' names topic {key_topic(key)!r}, which is not subscribed "
                 f"(or has no queues); subscribed topics: {sorted(topics)}"
             )
-        for qid in queues:
-            if (topic, qid) not in ranges:
-                raise OptionError(f"option '{name}' names queue {qid} of topic {topic!r}, "
-                                  f"which does not exist")
-    return {(t, q): o for t, qs in spec.offsets.items() for q, o in qs.items()}
+        if key not in ranges:
+            where = f" on broker {key_broker(key)!r}" if key_broker(key) else ""
+            raise OptionError(f"option '{name}' names queue {key_queue(key)} of topic "
+                              f"{key_topic(key)!r}{where}, which does not exist")
+    return wanted
 
 
 def resolve(
@@ -184,12 +230,12 @@ def plan_end(
 def plan_ranges(start: Mapping[QueueKey, int], end: Mapping[QueueKey, int]) -> list[RangePlan]:
     """One range per queue with end > start, in key order (deterministic)."""
     plans: list[RangePlan] = []
-    for topic, qid in sorted(end):
-        new = (topic, qid) not in start
-        s = 0 if new else start[(topic, qid)]
-        e = end[(topic, qid)]
+    for key in sorted(end):
+        new = key not in start
+        s = 0 if new else start[key]
+        e = end[key]
         if e > s:
-            plans.append(RangePlan(topic, qid, s, e, new))
+            plans.append(RangePlan(key_topic(key), key_queue(key), s, e, new, key_broker(key)))
     return plans
 
 

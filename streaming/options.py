@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import OptionError
 
@@ -25,6 +25,8 @@ __all__ = [
     "parse_reader",
     "parse_writer",
     "parse_offsets_json",
+    "parse_broker_offsets_json",
+    "is_broker_shape",
     "EARLIEST",
     "LATEST",
 ]
@@ -41,6 +43,12 @@ class ClientConfig:
 
     endpoints: tuple[str, ...]
     timeout_s: float = 30.0
+    namesrv: tuple[str, ...] = ()
+
+    @property
+    def routed(self) -> bool:
+        """True when brokers are found through NameServers (option ``namesrv``)."""
+        return bool(self.namesrv)
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class OffsetSpec:
     kind: SpecKind
     offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
     timestamp_ms: int = 0
+    broker_offsets: Mapping[str, Mapping[str, Mapping[int, int]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -126,13 +135,41 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise OptionError(f"option '{name}' must be true or false, got {raw!r}")
 
 
+def _parse_namesrv(raw: str) -> tuple[str, ...]:
+    addrs: list[str] = []
+    for part in raw.split(";"):
+        addr = part.strip().rstrip("/")
+        if not addr:
+            continue
+        if not addr.startswith(("http://", "https://")):
+            addr = "http://" + addr
+        if not re.match(r"^https?://[^/\s]+$", addr):
+            raise OptionError(
+                f"option 'namesrv': {part.strip()!r} is not a NameServer address like "
+                "127.0.0.1:9876 (several are ';'-separated)"
+            )
+        addrs.append(addr)
+    if not addrs:
+        raise OptionError("option 'namesrv' names no NameServer, e.g. '127.0.0.1:9876'")
+    return tuple(addrs)
+
+
 def parse_client(options: Mapping[str, str]) -> ClientConfig:
-    """Read ``endpoint`` (comma list of broker URLs) and ``requestTimeoutMs``."""
+    """Read ``endpoint`` (comma list of broker URLs) or ``namesrv``, and ``requestTimeoutMs``."""
     raw = _get(options, "endpoint")
+    namesrv = _get(options, "namesrv")
+    timeout_ms = _positive_int(options, "requestTimeoutMs", 30_000)
+    assert timeout_ms is not None
+    if raw is not None and namesrv is not None:
+        raise OptionError("set either option 'endpoint' (one broker) or 'namesrv' "
+                          "(a cluster found through NameServers), not both")
+    if namesrv is not None:
+        return ClientConfig((), timeout_ms / 1000.0, _parse_namesrv(namesrv))
     if raw is None:
         raise OptionError(
             "option 'endpoint' is required: the broker URL(s), comma separated, "
-            "e.g. .option('endpoint', 'http://127.0.0.1:8080')"
+            "e.g. .option('endpoint', 'http://127.0.0.1:8080'); or use "
+            ".option('namesrv', '127.0.0.1:9876') to find brokers through a NameServer"
         )
     endpoints = tuple(e.strip().rstrip("/") for e in raw.split(",") if e.strip())
     for url in endpoints:
@@ -140,8 +177,6 @@ def parse_client(options: Mapping[str, str]) -> ClientConfig:
             raise OptionError(
                 f"option 'endpoint': {url!r} is not a broker URL like http://host:port"
             )
-    timeout_ms = _positive_int(options, "requestTimeoutMs", 30_000)
-    assert timeout_ms is not None
     return ClientConfig(endpoints=endpoints, timeout_s=timeout_ms / 1000.0)
 
 
@@ -184,28 +219,59 @@ def _parse_assign(raw: str) -> Subscription:
     return Subscription("assign", topics=tuple(assigned), assigned=assigned)
 
 
-def parse_offsets_json(raw: str, name: str) -> dict[str, dict[int, int]]:
-    """``{"orders":{"0":23,"1":-2}}`` → ``{"orders": {0: 23, 1: -2}}`` (-2 earliest, -1 latest)."""
-    example = """e.g. {"orders":{"0":23,"1":-2}} (-2 = earliest, -1 = latest)"""
+_OFFSETS_EXAMPLE = ("""e.g. {"orders":{"0":23,"1":-2}}, or with 'namesrv' """
+                    """{"orders":{"broker-a":{"0":23},"broker-b":{"0":-2}}} """
+                    "(-2 = earliest, -1 = latest)")
+
+
+def _load_offsets(raw: str, name: str) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise OptionError(f"option '{name}' is not valid JSON ({exc}); {example}") from exc
+        raise OptionError(f"option '{name}' is not valid JSON ({exc}); {_OFFSETS_EXAMPLE}") from exc
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise OptionError(f"option '{name}' must map topics to {{queue id: offset}}; {example}")
-    result: dict[str, dict[int, int]] = {}
-    for topic, queues in data.items():
-        parsed: dict[int, int] = {}
-        for qid, off in queues.items():
-            if not str(qid).isdigit():
-                raise OptionError(f"option '{name}': queue id {qid!r} of topic {topic!r} "
-                                  f"is not a non-negative integer; {example}")
-            if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
-                raise OptionError(f"option '{name}': offset {off!r} for {topic}/{qid} must be "
-                                  f"an integer >= -2; {example}")
-            parsed[int(qid)] = off
-        result[topic] = parsed
-    return result
+        raise OptionError(f"option '{name}' must map topics to {{queue id: offset}}; "
+                          f"{_OFFSETS_EXAMPLE}")
+    return data
+
+
+def _queue_offsets(queues: Mapping[str, Any], where: str, name: str) -> dict[int, int]:
+    parsed: dict[int, int] = {}
+    for qid, off in queues.items():
+        if not str(qid).isdigit():
+            raise OptionError(f"option '{name}': queue id {qid!r} of {where} "
+                              f"is not a non-negative integer; {_OFFSETS_EXAMPLE}")
+        if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
+            raise OptionError(f"option '{name}': offset {off!r} for {where}/{qid} must be "
+                              f"an integer >= -2; {_OFFSETS_EXAMPLE}")
+        parsed[int(qid)] = off
+    return parsed
+
+
+def is_broker_shape(data: Mapping[str, Any]) -> bool:
+    """True for ``{"orders": {"broker-a": {"0": 12}}}`` (a broker level under each topic)."""
+    return any(isinstance(v, dict) for qs in data.values() for v in qs.values())
+
+
+def parse_offsets_json(raw: str, name: str) -> dict[str, dict[int, int]]:
+    """``{"orders":{"0":23,"1":-2}}`` → ``{"orders": {0: 23, 1: -2}}`` (-2 earliest, -1 latest)."""
+    data = _load_offsets(raw, name)
+    if is_broker_shape(data):
+        raise OptionError(f"option '{name}' has a broker level, which needs option 'namesrv'; "
+                          f"{_OFFSETS_EXAMPLE}")
+    return {topic: _queue_offsets(qs, f"topic {topic!r}", name) for topic, qs in data.items()}
+
+
+def parse_broker_offsets_json(raw: str, name: str) -> dict[str, dict[str, dict[int, int]]]:
+    """``{"orders":{"broker-a":{"0":12}}}`` → ``{"orders": {"broker-a": {0: 12}}}``."""
+    data = _load_offsets(raw, name)
+    out: dict[str, dict[str, dict[int, int]]] = {}
+    for topic, brokers in data.items():
+        if not all(isinstance(v, dict) for v in brokers.values()):
+            raise OptionError(f"option '{name}': with 'namesrv', topic {topic!r} must map "
+                              f"broker names to {{queue id: offset}}; {_OFFSETS_EXAMPLE}")
+        out[topic] = {b: _queue_offsets(qs, f"{topic}/{b}", name) for b, qs in brokers.items()}
+    return out
 
 
 def _parse_spec(options: Mapping[str, str], name: str, default: str) -> OffsetSpec:
@@ -214,6 +280,8 @@ def _parse_spec(options: Mapping[str, str], name: str, default: str) -> OffsetSp
     if low in ("earliest", "latest", "group"):
         return OffsetSpec(low)  # type: ignore[arg-type]
     if raw.startswith("{"):
+        if _get(options, "namesrv") is not None:
+            return OffsetSpec("json", broker_offsets=parse_broker_offsets_json(raw, name))
         return OffsetSpec("json", offsets=parse_offsets_json(raw, name))
     raise OptionError(
         f"option '{name}' must be 'earliest', 'latest', 'group' or JSON offsets, got {raw!r}"
@@ -240,7 +308,9 @@ def _parse_ending(options: Mapping[str, str], batch: bool) -> OffsetSpec:
     spec = _parse_spec(options, "endingOffsets", "latest")
     if spec.kind in ("earliest", "group"):
         raise OptionError(f"endingOffsets='{spec.kind}' is not allowed; use 'latest' or JSON")
-    if any(o == EARLIEST for q in spec.offsets.values() for o in q.values()):
+    flat = [o for q in spec.offsets.values() for o in q.values()]
+    flat += [o for bs in spec.broker_offsets.values() for q in bs.values() for o in q.values()]
+    if EARLIEST in flat:
         raise OptionError("endingOffsets may not use -2 (earliest); use an offset or -1 (latest)")
     return spec
 

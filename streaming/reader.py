@@ -8,9 +8,15 @@ Driver side, per micro-batch::
     partitions(start, end)           -> one QueuePartition per queue with end > start
     commit(end)                      -> group offsets to the broker (option 'group')
 
+With ``namesrv`` a queue is (topic, broker, queue): the driver asks the
+NameServer which brokers serve each topic, picks up brokers that joined,
+fails (or warns) for brokers that left with unread data, and puts the owning
+broker's address in each partition.
+
 Executor side, ``read(partition)`` pulls [start, end) in Arrow pages with its
-own HTTP client and yields ``pyarrow.RecordBatch`` in the Spark schema. The
-reader objects are pickled to executors, so they hold options, never clients.
+own HTTP client (from the partition's broker address, never the NameServer)
+and yields ``pyarrow.RecordBatch`` in the Spark schema. The reader objects
+are pickled to executors, so they hold options, never clients.
 """
 
 from __future__ import annotations
@@ -30,11 +36,20 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from .brokers import Brokers, open_brokers
 from .client import BrokerClient, Page
-from .discovery import check_data_loss, discover, starting_offsets
-from .errors import BrokerRequestError, BrokerUnavailableError, DataLossError, SparkMQError
-from .offsets import QueueKey, from_json, plan_end, plan_ranges, to_json
-from .options import LATEST, ReaderOptions
+from .discovery import check_data_loss, check_gone_brokers, discover, starting_offsets
+from .errors import (
+    BrokerRequestError,
+    BrokerUnavailableError,
+    DataLossError,
+    NamesrvUnavailableError,
+    OptionError,
+    SparkMQError,
+    TopicNotFoundError,
+)
+from .offsets import QueueKey, RangePlan, from_json, plan_end, plan_ranges, to_json
+from .options import LATEST, ClientConfig, ReaderOptions
 from .schema import page_to_batch
 
 __all__ = ["QueuePartition", "read_partition", "SparkMQStreamReader", "SparkMQBatchReader"]
@@ -51,10 +66,18 @@ class QueuePartition(InputPartition):
     start: int
     end: int
     new_queue: bool = False
+    broker: str = ""
+    address: str = ""
+
+    @property
+    def where(self) -> str:
+        if self.broker:
+            return f"{self.topic}@{self.broker}/{self.queue_id}"
+        return f"{self.topic}/{self.queue_id}"
 
 
 def _next_offset(page: Page, part: QueuePartition, cur: int, fail: bool) -> int:
-    where = f"{part.topic}/{part.queue_id}"
+    where = part.where
     if page.status in ("FOUND", "NO_MATCHED_MESSAGE"):
         return page.next_offset
     if page.status == "OFFSET_TOO_SMALL":
@@ -84,7 +107,10 @@ def _trim(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
 
 def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
     """Pull [start, end) of one queue in Arrow pages; yield Spark-ready batches."""
-    with BrokerClient(opts.client) as client:
+    config = opts.client
+    if part.address:
+        config = ClientConfig(endpoints=(part.address,), timeout_s=opts.client.timeout_s)
+    with BrokerClient(config) as client:
         cur = part.start
         while cur < part.end:
             want = min(opts.page_size, part.end - cur)
@@ -96,28 +122,61 @@ def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.Rec
                     yield batch
             if nxt <= cur:
                 raise SparkMQError(
-                    f"{part.topic}/{part.queue_id}: broker did not advance past offset {cur} "
+                    f"{part.where}: broker did not advance past offset {cur} "
                     f"(status {page.status}, next {nxt})"
                 )
             cur = nxt
 
 
 class _ClientHolder:
-    """Lazily builds a driver-side client; drops it when pickled."""
+    """Lazily builds the driver-side broker view; drops it when pickled."""
 
     _opts: ReaderOptions
-    _client: BrokerClient | None = None
+    _client: Brokers | None = None
 
     @property
-    def client(self) -> BrokerClient:
+    def client(self) -> Brokers:
         if self._client is None:
-            self._client = BrokerClient(self._opts.client)
+            self._client = open_brokers(self._opts.client)
         return self._client
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None
         return state
+
+    def _partition(self, plan: RangePlan, fail: bool) -> QueuePartition | None:
+        """A partition with its broker's address; None (warned) if the broker is gone."""
+        address = ""
+        if plan.broker:
+            address = self.client.address(plan.broker)
+            if not address:
+                try:
+                    address = self.client.serving(plan.topic).get(plan.broker, "")
+                except TopicNotFoundError:
+                    address = ""
+            if not address:
+                text = (f"{plan.topic}@{plan.broker}/{plan.queue_id}: offsets [{plan.start}, "
+                        f"{plan.end}) were planned but broker {plan.broker!r} no longer serves "
+                        f"topic {plan.topic!r} according to the NameServer")
+                if fail:
+                    raise DataLossError(text + ". Restart that broker, or set "
+                                        ".option('failOnDataLoss', 'false') to skip them.")
+                log.warning("%s; failOnDataLoss=false, skipping", text)
+                return None
+        return QueuePartition(plan.topic, plan.queue_id, plan.start, plan.end, plan.new_queue,
+                              plan.broker, address)
+
+    def _check_shape(self, flat: dict[QueueKey, int]) -> dict[QueueKey, int]:
+        routed = self._opts.client.routed
+        if any((len(k) == 3) != routed for k in flat):
+            have, want = ("'endpoint'", "'namesrv'") if routed else ("'namesrv'", "'endpoint'")
+            raise OptionError(
+                f"the checkpoint's offsets were written by a query using {have}, and this "
+                f"query uses {want}: offsets with and without a broker level cannot be "
+                "mixed. Use a new checkpointLocation (and startingOffsets) for this query."
+            )
+        return flat
 
 
 class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -128,6 +187,7 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         self._client = None
         self._target: dict[QueueKey, int] | None = None
         self._latest: dict[QueueKey, int] | None = None
+        self._known_max: dict[QueueKey, int] = {}
         self._reported: dict | None = None
 
     def initialOffset(self) -> dict:
@@ -148,10 +208,14 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         self._report_group(start)
-        begin = from_json(start)
+        begin = self._check_shape(from_json(start))
         ranges = discover(self.client, self._opts, strict=False)
-        check_data_loss(begin, ranges, fail=self._opts.fail_on_data_loss,
-                        subscribed=self._opts.subscription.matches)
+        fail = self._opts.fail_on_data_loss
+        matches = self._opts.subscription.matches
+        check_data_loss(begin, ranges, fail=fail, subscribed=matches)
+        if self.client.routed:
+            check_gone_brokers(begin, ranges, self._known_max, fail=fail, subscribed=matches)
+            self._known_max.update({key: rng.max_offset for key, rng in ranges.items()})
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = plan_end(begin, ranges, target=self._target, max_rows=max_rows)
         self._latest = {key: rng.max_offset for key, rng in ranges.items()}
@@ -162,7 +226,8 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         plans = plan_ranges(from_json(start), from_json(end))
-        return [QueuePartition(p.topic, p.queue_id, p.start, p.end, p.new_queue) for p in plans]
+        parts = [self._partition(p, self._opts.fail_on_data_loss) for p in plans]
+        return [p for p in parts if p is not None]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueuePartition)
@@ -181,14 +246,17 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         """
         if self._opts.group is None or processed == self._reported:
             return
-        for topic, queues in processed.items():
-            offsets = {int(q): int(o) for q, o in queues.items()}
+        per_owner: dict[tuple[str, ...], dict[int, int]] = {}
+        for key, off in from_json(processed).items():
+            per_owner.setdefault(tuple(key[:-1]), {})[int(key[-1])] = off  # type: ignore[arg-type]
+        for owner, offsets in sorted(per_owner.items()):
             try:
-                self.client.commit_group(self._opts.group, topic, offsets)
-            except (BrokerUnavailableError, BrokerRequestError) as exc:
+                client = self.client.client_for((*owner, 0))  # type: ignore[arg-type]
+                client.commit_group(self._opts.group, owner[0], offsets)
+            except (BrokerUnavailableError, BrokerRequestError, NamesrvUnavailableError) as exc:
                 # The checkpoint, not the group, is the source of truth; keep going.
-                log.warning("could not report group %r offsets for %r: %s",
-                            self._opts.group, topic, exc)
+                log.warning("could not report group %r offsets for %s: %s",
+                            self._opts.group, "@".join(owner), exc)
                 return
         self._reported = processed
 
@@ -208,18 +276,21 @@ class SparkMQBatchReader(_ClientHolder, DataSourceReader):
                                      name="startingOffsets")
             end = starting_offsets(self.client, opts, ranges, opts.ending,
                                    name="endingOffsets", missing=LATEST)
+            check_data_loss(start, ranges, fail=opts.fail_on_data_loss)
+            parts: list[InputPartition] = []
+            for key in sorted(ranges):
+                rng = ranges[key]
+                s = max(start[key], rng.min_offset)
+                e = min(end[key], rng.max_offset)
+                if e > s:
+                    plan = plan_ranges({key: s}, {key: e})[0]
+                    part = self._partition(plan, opts.fail_on_data_loss)
+                    if part is not None:
+                        parts.append(part)
+            return parts
         finally:
             self.client.close()
             self._client = None
-        check_data_loss(start, ranges, fail=opts.fail_on_data_loss)
-        parts: list[InputPartition] = []
-        for key in sorted(ranges):
-            rng = ranges[key]
-            s = max(start[key], rng.min_offset)
-            e = min(end[key], rng.max_offset)
-            if e > s:
-                parts.append(QueuePartition(key[0], key[1], s, e))
-        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueuePartition):

@@ -1,0 +1,118 @@
+"""NameServer look-ups for the ``namesrv`` option: which brokers serve a topic.
+
+The NameServer answers ``GET /v1/routes/{topic}``::
+
+    {"topic": "orders",
+     "brokers": [{"broker_name": "broker-a", "cluster": "c1",
+                  "addresses": {"0": "http://127.0.0.1:8080", "1": ...}}],
+     "queues":  [{"broker_name": "broker-a", "read_queues": 4,
+                  "write_queues": 4, "perm": "rw"}]}
+
+and ``GET /v1/topics`` → ``{"topics": {topic: [broker names]}}``. Several
+NameServers (``;``-separated) are asked in turn; the first that knows wins.
+Only the master (broker id 0, else the lowest id) address is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .errors import NamesrvUnavailableError, TopicNotFoundError
+
+__all__ = ["BrokerRoute", "NamesrvLookup"]
+
+
+@dataclass(frozen=True)
+class BrokerRoute:
+    """One broker serving a topic: its name, master address and queue counts."""
+
+    name: str
+    address: str
+    read_queues: int
+    write_queues: int
+
+    @property
+    def writable(self) -> bool:
+        return self.write_queues > 0
+
+
+def _master(addresses: dict[str, str]) -> str | None:
+    if not addresses:
+        return None
+    return str(addresses.get("0") or addresses[min(addresses, key=int)]).rstrip("/")
+
+
+def parse_route(body: dict[str, Any]) -> dict[str, BrokerRoute]:
+    """A route answer → broker name → :class:`BrokerRoute` (brokers without an address skipped)."""
+    queues = {str(q["broker_name"]): q for q in body.get("queues", [])}
+    out: dict[str, BrokerRoute] = {}
+    for b in body.get("brokers", []):
+        name = str(b["broker_name"])
+        addr = _master({str(k): str(v) for k, v in (b.get("addresses") or {}).items()})
+        q = queues.get(name)
+        if addr is None or q is None:
+            continue
+        perm = str(q.get("perm", "rw"))
+        out[name] = BrokerRoute(
+            name, addr,
+            int(q.get("read_queues", 0)) if "r" in perm else 0,
+            int(q.get("write_queues", 0)) if "w" in perm else 0,
+        )
+    return dict(sorted(out.items()))
+
+
+class NamesrvLookup:
+    """Route and topic look-ups over one or more NameServers (full ``http://`` URLs)."""
+
+    def __init__(self, addrs: tuple[str, ...], timeout_s: float = 10.0) -> None:
+        self._addrs = addrs
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(3.0, timeout_s)))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> NamesrvLookup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def route(self, topic: str) -> dict[str, BrokerRoute]:
+        """Brokers serving ``topic``; raises TopicNotFoundError when none does."""
+        body = self._get(f"/v1/routes/{topic}", topic)
+        return parse_route(body)
+
+    def topics(self) -> list[str]:
+        """Every topic some live broker serves."""
+        return sorted(self._get("/v1/topics", None).get("topics") or {})
+
+    def _get(self, path: str, topic: str | None) -> dict[str, Any]:
+        errors: list[str] = []
+        not_found = False
+        for base in self._addrs:
+            try:
+                resp = self._http.get(base + path)
+            except httpx.HTTPError as exc:
+                errors.append(f"{base}: {type(exc).__name__}: {exc}")
+                continue
+            if resp.status_code == 200:
+                return dict(resp.json())
+            if resp.status_code == 404 and topic is not None:
+                not_found = True
+                continue
+            errors.append(f"{base}: HTTP {resp.status_code} {resp.text[:200]}")
+        if not_found:
+            raise TopicNotFoundError(
+                f"no live broker serves topic {topic!r} according to the NameServer(s) "
+                f"{list(self._addrs)}; create the topic on a broker registered with them "
+                "(`sparkmq topic create`), or check GET /v1/cluster on the NameServer",
+                status=404, code="topic_not_found",
+            )
+        raise NamesrvUnavailableError(
+            f"no NameServer answered GET {path}: {'; '.join(errors)}. Is the NameServer "
+            "running (`sparkmq namesrv`) and is the 'namesrv' option right "
+            "(host:port, several ';'-separated)?"
+        )
