@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -44,7 +44,6 @@ class StoreConfig:
     reput_batch_bytes: int = 8 << 20
     # Written to checkpoint every this many ms by the flush services.
     checkpoint_interval_ms: int = 1000
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
