@@ -9,7 +9,7 @@ Only records that carry a message are included; BLANK tail records are not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,11 +47,9 @@ class DispatchBatch:
     def take(self, idx: np.ndarray) -> DispatchBatch:
         """The rows at positions ``idx`` (an int array), in that order."""
         rows = idx.tolist()
-        return DispatchBatch(
-            **{f: getattr(self, f)[idx] for f in _ARRAYS},
-            **{f: [getattr(self, f)[i] for i in rows] for f in _LISTS},
-            end_offset=self.end_offset,
-        )
+        columns: dict[str, Any] = {f: getattr(self, f)[idx] for f in _ARRAYS}
+        columns.update({f: [getattr(self, f)[i] for i in rows] for f in _LISTS})
+        return DispatchBatch(**columns, end_offset=self.end_offset)
 
     @staticmethod
     def concat(parts: list[DispatchBatch], end_offset: int) -> DispatchBatch:
@@ -59,18 +57,17 @@ class DispatchBatch:
         if len(parts) == 1:
             parts[0].end_offset = end_offset
             return parts[0]
-        return DispatchBatch(
-            **{f: np.concatenate([getattr(p, f) for p in parts]) if parts else np.empty(0, _DTYPES[f])
-               for f in _ARRAYS},
-            **{f: [x for p in parts for x in getattr(p, f)] for f in _LISTS},
-            end_offset=end_offset,
-        )
+        columns: dict[str, Any] = {
+            f: np.concatenate([getattr(p, f) for p in parts]) if parts else np.empty(0, _DTYPES[f]) for f in _ARRAYS
+        }
+        columns.update({f: [x for p in parts for x in getattr(p, f)] for f in _LISTS})
+        return DispatchBatch(**columns, end_offset=end_offset)
 
 
 _ARRAYS = ("queue_ids", "queue_offsets", "phy_offsets", "sizes", "tag_codes", "store_timestamps",
            "born_timestamps", "sys_flags")
 _LISTS = ("topics", "keys", "tags", "properties_raw", "bodies", "msg_ids")
-_DTYPES = {"queue_ids": np.int32, "sizes": np.int32, "sys_flags": np.int32}
+_DTYPES: dict[str, type] = {"queue_ids": np.int32, "sizes": np.int32, "sys_flags": np.int32}
 _DTYPES.update({f: np.int64 for f in _ARRAYS if f not in _DTYPES})
 
 

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .consume_queue_store import is_visible
 from .dispatch import DispatchBatch
 from .errors import CorruptRecordError, StoreClosedError
 from .index_file import IndexFile
-from .message import SysFlag
 
 __all__ = ["IndexService", "key_hash"]
 
@@ -135,8 +135,7 @@ class IndexService:
             rows = np.repeat(np.arange(n, dtype=np.int64), counts)
         crcs = map(zlib.crc32, map(str.encode, flat_keys), prefixes)
         hashes = np.fromiter(crcs, dtype=np.int64, count=total) & _HASH_MASK
-        state = SysFlag.transaction_state(np.asarray(batch.sys_flags, dtype=np.int64)[rows])
-        keep = (state != int(SysFlag.TRANSACTION_PREPARED)) & (state != int(SysFlag.TRANSACTION_ROLLBACK))
+        keep = is_visible(np.asarray(batch.sys_flags, dtype=np.int64)[rows])
         if not keep.all():
             hashes, rows = hashes[keep], rows[keep]
         return hashes, rows

@@ -40,7 +40,8 @@ def recover_commitlog(commitlog: CommitLog, cp: Checkpoint, have_checkpoint: boo
     """Scan from the safe point and truncate the log at the first bad record."""
     q = commitlog.queue
     q.load()
-    files_end = q.last().end_offset if q.last() else 0
+    tail = q.last()
+    files_end = tail.end_offset if tail is not None else 0
     start = cp.commitlog_flushed if have_checkpoint else q.min_offset()
     if not q.min_offset() <= start <= files_end:
         start = q.min_offset()
