@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .app import create_app
 from .broker import Broker
+from .client import BrokerUnreachableError, PullResult, QueueInfo, SendResult, SparkMQClient
 from .errors import (
     ERROR_TABLE,
     BadJsonError,
@@ -39,6 +40,7 @@ __all__ = [
     "BadTopicNameError",
     "BatchTooLargeError",
     "Broker",
+    "BrokerUnreachableError",
     "BrokerBusyError",
     "BrokerError",
     "BrokerSettings",
@@ -46,7 +48,11 @@ __all__ = [
     "GroupNotFoundError",
     "NotReadyError",
     "PermissionDeniedError",
+    "PullResult",
+    "QueueInfo",
     "QueueNotFoundError",
+    "SendResult",
+    "SparkMQClient",
     "TopicExistsError",
     "TopicNotFoundError",
     "TransactionNotFoundError",

@@ -84,7 +84,7 @@ class Broker:
         b = self.settings.broker
         if not b.namesrv_addr or self.registrar is not None:
             return
-        identity = BrokerIdentity(b.cluster, b.name, 0, address)
+        identity = BrokerIdentity(b.cluster, b.name, b.broker_id, address)
         self.registrar = NamesrvRegistrar(b.namesrv_addr, identity, lambda: topics_payload(self.topics.list()),
                                           lambda: self.data_version, interval_s=b.register_interval_s)
         self.registrar.start()

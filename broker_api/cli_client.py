@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Iterable, Optional, Sequence
 
 import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["CliClient", "fail", "print_table", "console"]
+from .client import SparkMQClient
+from .errors import BrokerError
+
+__all__ = ["DEFAULT_URL", "CliClient", "Namesrv", "Url", "console", "fail", "open_client", "print_table"]
+
+Url = Annotated[str, typer.Option("--url", envvar="SPARKMQ_URL", help="Broker base URL.")]
+Namesrv = Annotated[Optional[str], typer.Option(
+    "--namesrv", envvar="SPARKMQ_NAMESRV",
+    help="NameServers \"host:port;host:port\": route to the brokers serving the topic (instead of --url).")]
+DEFAULT_URL = "http://127.0.0.1:8080"
 
 console = Console()
 _err = Console(stderr=True)
@@ -19,6 +30,18 @@ def fail(message: str, code: int = 1) -> None:
     """Print ``error: message`` to stderr and exit non-zero."""
     _err.print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(code)
+
+
+@contextmanager
+def open_client(url: str, namesrv: str | None) -> Iterator[SparkMQClient]:
+    """A :class:`SparkMQClient` (``--namesrv`` wins over ``--url``); its errors exit 1 with one line."""
+    try:
+        with SparkMQClient(namesrv=namesrv) if namesrv else SparkMQClient(url) as client:
+            yield client
+    except BrokerError as exc:
+        code = getattr(exc, "code", None)
+        status = getattr(exc, "status", None)
+        fail(exc.message + (f" ({code}, HTTP {status})" if code else ""))
 
 
 class CliClient:

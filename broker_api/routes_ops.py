@@ -47,8 +47,10 @@ def broker_info(request: Request) -> dict[str, Any]:
     return {
         "name": s.broker.name,
         "cluster": s.broker.cluster,
-        "role": "master",
+        "broker_id": s.broker.broker_id,
+        "role": s.broker.role,
         "address": broker.address,
+        "namesrv_addr": s.broker.namesrv_addr,
         "data_dir": str(s.data_path.resolve()),
         "flush_mode": s.store.flush_mode,
         "store": stats,

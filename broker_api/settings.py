@@ -19,7 +19,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,6 +28,8 @@ from pydantic_settings import (
 )
 
 from store import StoreConfig
+
+from .namesrv.wire import parse_namesrv_addrs
 
 __all__ = [
     "BrokerSettings",
@@ -55,6 +57,7 @@ class BrokerSection(_Section):
 
     name: str = "broker-a"
     cluster: str = "DefaultCluster"
+    broker_id: int = Field(default=0, ge=0)
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     data_dir: str = "data"
@@ -64,6 +67,18 @@ class BrokerSection(_Section):
     stats_log_interval_s: float = Field(default=60.0, gt=0)
     namesrv_addr: str = ""
     register_interval_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("namesrv_addr")
+    @classmethod
+    def _check_namesrv_addr(cls, value: str) -> str:
+        if value.strip():
+            parse_namesrv_addrs(value)  # NamesrvAddressError is a ValueError: a clear validation error
+        return value
+
+    @property
+    def role(self) -> str:
+        """``master`` for broker id 0, ``slave`` otherwise (RocketMQ's BrokerRole, no HA yet)."""
+        return "master" if self.broker_id == 0 else "slave"
 
 
 class LimitsSection(_Section):

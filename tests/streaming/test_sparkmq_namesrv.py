@@ -1,0 +1,269 @@
+"""``option("namesrv", ...)``: reading and writing across brokers found through a NameServer.
+
+Real parts only: a NameServer subprocess, brokers registered with it (short
+register interval), the session SparkSession.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pyspark.errors import StreamingQueryException
+
+import streaming
+from streaming.discovery import check_gone_brokers
+from streaming.errors import DataLossError, NamesrvUnavailableError, OptionError
+from streaming.offsets import QueueRange, from_json, plan_end, plan_ranges, to_json
+from streaming.options import parse_reader
+from streaming.reader import SparkMQStreamReader
+from tests.namesrv.support import NamesrvProcess, free_port
+
+from .support import (
+    BatchCollector,
+    checkpoint,
+    create_topic,
+    produce,
+    wait_until,
+    wait_visible,
+)
+
+BROKER_ENV = {
+    "SPARKMQ_MIRROR__ENABLED": "false",
+    "SPARKMQ_BROKER__REGISTER_INTERVAL_S": "0.5",
+    "SPARKMQ_BROKER__LOG_LEVEL": "warning",
+}
+
+
+# -- offsets JSON and options, no Spark -------------------------------------------------
+
+def test_broker_level_offsets_json_has_a_stable_key_order() -> None:
+    flat = {("orders", "broker-b", 0): 3, ("orders", "broker-a", 10): 1,
+            ("orders", "broker-a", 2): 7, ("audit", "broker-a", 0): 5}
+    text = json.dumps(to_json(flat))
+    assert text == ('{"audit": {"broker-a": {"0": 5}}, "orders": {"broker-a": {"2": 7, "10": 1}, '
+                    '"broker-b": {"0": 3}}}')
+    assert from_json(json.loads(text)) == flat
+    assert json.dumps(to_json(dict(reversed(list(flat.items()))))) == text
+
+
+def test_single_broker_offsets_json_is_unchanged() -> None:
+    flat = {("orders", 0): 23, ("orders", 1): 7}
+    assert to_json(flat) == {"orders": {"0": 23, "1": 7}}
+    assert from_json({"orders": {"0": 23, "1": 7}}) == flat
+
+
+def test_namesrv_option_forms_and_broker_level_starting_offsets() -> None:
+    opts = parse_reader({"namesrv": "127.0.0.1:9876; http://127.0.0.1:9877/", "subscribe": "orders",
+                         "startingoffsets": '{"orders": {"broker-a": {"0": 12, "1": -2}}}'},
+                        batch=False)
+    assert opts.client.namesrv == ("http://127.0.0.1:9876", "http://127.0.0.1:9877")
+    assert opts.client.routed and opts.client.endpoints == ()
+    assert opts.starting.broker_offsets == {"orders": {"broker-a": {0: 12, 1: -2}}}
+    with pytest.raises(OptionError, match="not both"):
+        parse_reader({"namesrv": "127.0.0.1:9876", "endpoint": "http://127.0.0.1:1",
+                      "subscribe": "t"}, batch=False)
+    with pytest.raises(OptionError, match="broker names"):
+        parse_reader({"namesrv": "127.0.0.1:9876", "subscribe": "t",
+                      "startingoffsets": '{"t": {"0": 1}}'}, batch=False)
+    with pytest.raises(OptionError, match="needs option 'namesrv'"):
+        parse_reader({"endpoint": "http://127.0.0.1:1", "subscribe": "t",
+                      "startingoffsets": '{"t": {"broker-a": {"0": 1}}}'}, batch=False)
+
+
+def test_planning_picks_up_a_joined_broker_from_its_earliest_offset() -> None:
+    start = {("t", "broker-a", 0): 5}
+    ranges = {("t", "broker-a", 0): QueueRange(0, 9), ("t", "broker-b", 0): QueueRange(2, 4)}
+    end = plan_end(start, ranges)
+    assert end == {("t", "broker-a", 0): 9, ("t", "broker-b", 0): 4}
+    plans = plan_ranges(start, end)
+    assert [(p.broker, p.start, p.end, p.new_queue) for p in plans] == [
+        ("broker-a", 5, 9, False), ("broker-b", 0, 4, True)]
+
+
+def test_a_gone_broker_with_unread_data_fails_unless_told_otherwise() -> None:
+    start = {("t", "broker-a", 0): 5, ("t", "broker-b", 0): 3}
+    ranges = {("t", "broker-a", 0): QueueRange(0, 9)}
+    read_all = {("t", "broker-b", 0): 3}
+    assert check_gone_brokers(start, ranges, read_all, fail=True) == {("t", "broker-b")}
+    with pytest.raises(DataLossError, match="broker 'broker-b' no longer serves topic 't'.*failOnDataLoss"):
+        check_gone_brokers(start, ranges, {("t", "broker-b", 0): 8}, fail=True)
+    with pytest.raises(DataLossError, match="end is unknown"):
+        check_gone_brokers(start, ranges, {}, fail=True)
+    assert check_gone_brokers(start, ranges, {}, fail=False) == {("t", "broker-b")}
+
+
+def test_unreachable_namesrv_is_a_clear_error() -> None:
+    opts = parse_reader({"namesrv": f"127.0.0.1:{free_port()}", "subscribe": "t"}, batch=False)
+    with pytest.raises(NamesrvUnavailableError, match="no NameServer answered.*'namesrv' option"):
+        SparkMQStreamReader(opts).initialOffset()
+
+
+# -- end to end --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamesrvProcess]:
+    proc = NamesrvProcess(free_port(), tmp_path_factory.mktemp("namesrv") / "namesrv.log").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def start_broker(
+    broker_factory: Callable[..., Any], namesrv: NamesrvProcess, spark: Any
+) -> Callable[[str], Any]:
+    """``start(name)``: a broker registered with the NameServer; also registers ``sparkmq``."""
+    streaming.register(spark)
+
+    def start(name: str) -> Any:
+        return broker_factory(env={**BROKER_ENV, "SPARKMQ_BROKER__NAME": name,
+                                   "SPARKMQ_BROKER__NAMESRV_ADDR": namesrv.url.removeprefix("http://")})
+    return start
+
+
+def _route_brokers(namesrv: NamesrvProcess, topic: str) -> set[str]:
+    resp = namesrv.get(f"/v1/routes/{topic}")
+    return {b["broker_name"] for b in resp.json()["brokers"]} if resp.status_code == 200 else set()
+
+
+def _wait_route(namesrv: NamesrvProcess, topic: str, brokers: set[str]) -> None:
+    wait_until(lambda: _route_brokers(namesrv, topic) == brokers, 20, f"{topic} routed to {brokers}")
+
+
+def _topic_on(broker: Any, topic: str, n: int, start: int = 0) -> None:
+    """Create ``topic`` (2 queues) on ``broker`` if needed; produce ``n`` messages."""
+    create_topic(broker.url, topic, queues=2)
+    produce(broker.url, topic, n, start=start, queues=2)
+
+
+def _read_available_now(spark: Any, namesrv: NamesrvProcess, topic: str, ckpt: str,
+                        **options: str) -> tuple[list[bytes], Any]:
+    reader = (spark.readStream.format("sparkmq").option("namesrv", namesrv.url.removeprefix("http://"))
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    sink = BatchCollector()
+    q = (reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", ckpt)
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    if q.exception() is not None:
+        raise AssertionError(str(q.exception()))
+    return [row[3] for row in sink.rows()], q
+
+
+def _values(topic: str, ids: range) -> list[bytes]:
+    return [f"{topic}-{i}".encode() for i in ids]
+
+
+def test_available_now_reads_both_brokers_exactly_once(
+    spark: Any, start_broker: Callable[[str], Any], namesrv: NamesrvProcess, tmp_path: Path
+) -> None:
+    a, b = start_broker("broker-a"), start_broker("broker-b")
+    _topic_on(a, "both", 30)
+    _topic_on(b, "both", 20, start=30)
+    wait_visible(a.url, "both", 30)
+    wait_visible(b.url, "both", 20)
+    _wait_route(namesrv, "both", {"broker-a", "broker-b"})
+    got, q = _read_available_now(spark, namesrv, "both", checkpoint(tmp_path, "both"))
+    assert sorted(got) == sorted(_values("both", range(50)))
+    end = json.loads(q.lastProgress["sources"][0]["endOffset"])
+    assert end == {"both": {"broker-a": {"0": 15, "1": 15}, "broker-b": {"0": 10, "1": 10}}}
+
+
+def test_a_broker_joining_between_runs_is_picked_up_without_rereading(
+    spark: Any, start_broker: Callable[[str], Any], namesrv: NamesrvProcess, tmp_path: Path
+) -> None:
+    ckpt = checkpoint(tmp_path, "join")
+    a = start_broker("broker-a")
+    _topic_on(a, "joined", 10)
+    wait_visible(a.url, "joined", 10)
+    _wait_route(namesrv, "joined", {"broker-a"})
+    first, _ = _read_available_now(spark, namesrv, "joined", ckpt)
+    assert sorted(first) == sorted(_values("joined", range(10)))
+
+    b = start_broker("broker-b")
+    _topic_on(b, "joined", 6, start=100)
+    produce(a.url, "joined", 4, start=10, queues=2)
+    wait_visible(a.url, "joined", 14)
+    wait_visible(b.url, "joined", 6)
+    _wait_route(namesrv, "joined", {"broker-a", "broker-b"})
+    second, _ = _read_available_now(spark, namesrv, "joined", ckpt, group="g-joined")
+    assert sorted(second) == sorted(_values("joined", range(10, 14)) + _values("joined", range(100, 106)))
+    # option 'group': each broker holds the group's offsets of its own queues
+    assert _group(a.url, "g-joined", "joined") == {"0": 7, "1": 7}
+    assert _group(b.url, "g-joined", "joined") == {"0": 3, "1": 3}
+
+
+def _group(url: str, group: str, topic: str) -> dict[str, int]:
+    body = httpx.get(f"{url}/v1/groups/{group}/offsets", params={"topic": topic}, timeout=5).json()
+    return {str(q): int(o) for q, o in (body.get("offsets") or {}).items()}
+
+
+def test_a_broker_leaving_with_unread_data_fails_unless_fail_on_data_loss_is_false(
+    spark: Any, start_broker: Callable[[str], Any], namesrv: NamesrvProcess, tmp_path: Path
+) -> None:
+    ckpt = checkpoint(tmp_path, "leave")
+    a, b = start_broker("broker-a"), start_broker("broker-b")
+    _topic_on(a, "leave", 8)
+    _topic_on(b, "leave", 8, start=100)
+    wait_visible(a.url, "leave", 8)
+    wait_visible(b.url, "leave", 8)
+    _wait_route(namesrv, "leave", {"broker-a", "broker-b"})
+    first, _ = _read_available_now(spark, namesrv, "leave", ckpt)
+    assert len(first) == 16
+
+    produce(b.url, "leave", 4, start=108, queues=2)  # never read: b leaves first
+    wait_visible(b.url, "leave", 12)
+    produce(a.url, "leave", 3, start=8, queues=2)
+    wait_visible(a.url, "leave", 11)
+    assert b.stop() == 0
+    _wait_route(namesrv, "leave", {"broker-a"})
+    with pytest.raises(StreamingQueryException) as failed:
+        _read_available_now(spark, namesrv, "leave", ckpt)
+    text = str(failed.value)
+    assert "broker 'broker-b' no longer serves topic 'leave'" in text
+    assert "failOnDataLoss" in text and "Restart that broker" in text
+
+    rest, _ = _read_available_now(spark, namesrv, "leave", ckpt, failOnDataLoss="false")
+    assert sorted(rest) == sorted(_values("leave", range(8, 11)))
+
+
+def _broker_rows(spark: Any, url: str, topic: str) -> list[tuple[str, bytes]]:
+    df = spark.read.format("sparkmq").option("endpoint", url).option("subscribe", topic).load()
+    return [(r[0], bytes(r[1])) for r in df.select("key", "value").collect()]
+
+
+def test_writer_spreads_rows_over_both_brokers_exactly_once_with_keys_on_one_broker(
+    spark: Any, start_broker: Callable[[str], Any], namesrv: NamesrvProcess, tmp_path: Path
+) -> None:
+    a, b = start_broker("broker-a"), start_broker("broker-b")
+    _topic_on(a, "wsrc", 40)
+    wait_visible(a.url, "wsrc", 40)
+    for broker in (a, b):
+        create_topic(broker.url, "wdst", queues=2)
+    _wait_route(namesrv, "wsrc", {"broker-a"})
+    _wait_route(namesrv, "wdst", {"broker-a", "broker-b"})
+    addr = namesrv.url.removeprefix("http://")
+    ckpt = checkpoint(tmp_path, "writer")
+
+    def run() -> None:
+        src = (spark.readStream.format("sparkmq").option("namesrv", addr).option("subscribe", "wsrc")
+               .option("startingOffsets", "earliest").load()
+               .selectExpr("concat('user-', cast(offset % 7 as string)) AS key", "value"))
+        q = (src.writeStream.format("sparkmq").option("namesrv", addr).option("topic", "wdst")
+             .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        assert q.exception() is None, str(q.exception())
+
+    run()
+    run()  # nothing new: the second run publishes nothing
+    on_a, on_b = _broker_rows(spark, a.url, "wdst"), _broker_rows(spark, b.url, "wdst")
+    assert on_a and on_b
+    assert sorted(v for _, v in on_a + on_b) == sorted(_values("wsrc", range(40)))
+    assert not {k for k, _ in on_a} & {k for k, _ in on_b}
+    route = httpx.get(f"{namesrv.url}/v1/routes/wdst", timeout=5).json()
+    assert {q["broker_name"] for q in route["queues"]} == {"broker-a", "broker-b"}
