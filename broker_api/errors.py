@@ -8,15 +8,15 @@ registers one handler that walks an exception's MRO through the table.
 
 from __future__ import annotations
 
-from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 import store
+
+from .http_errors import ErrorTable, error_response, http_exception_response, lookup, validation_response
 
 __all__ = [
     "BrokerError",
@@ -123,7 +123,7 @@ class NotReadyError(BrokerError):
 
 # class -> (HTTP status, error code).  Looked up along the exception's MRO,
 # so the most specific entry wins.
-ERROR_TABLE: dict[type[BaseException], tuple[int, str]] = {
+ERROR_TABLE: ErrorTable = {
     BadJsonError: (400, "bad_json"),
     BadTopicNameError: (400, "bad_topic_name"),
     BadOffsetError: (400, "bad_offset"),
@@ -158,19 +158,8 @@ _STORE_ADVICE: dict[str, str] = {
     "store_closed": "; the broker is shutting down, retry against a running broker",
 }
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
-
-
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    body = orjson.dumps({"error": code, "message": message})
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
-
-
 def _lookup(exc: BaseException) -> tuple[int, str]:
-    for cls in type(exc).__mro__:
-        if cls in ERROR_TABLE:
-            return ERROR_TABLE[cls]
-    return 500, "internal_error"
+    return lookup(ERROR_TABLE, exc)
 
 
 def response_for(exc: Exception) -> Response:
@@ -199,26 +188,11 @@ def _mapped(exc: Exception) -> Response:
 
 
 async def _handle_validation(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    details: list[Any] = exc.errors()
-    if details and details[0].get("type") == "json_invalid":
-        return error_response(400, "bad_json", "request body is not valid JSON; send a JSON object")
-    parts = []
-    for err in details[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return error_response(400, "bad_request", "invalid request: " + "; ".join(parts) + "; see /docs")
+    return validation_response(exc)
 
 
 async def _handle_http(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    message = str(exc.detail)
-    if exc.status_code == 404:
-        message = f"no route for {request.method} {request.url.path}; see /docs for the API"
-    elif exc.status_code == 405:
-        message = f"{request.method} is not allowed on {request.url.path}; see /docs"
-    return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
+    return http_exception_response(request, exc, "API")
 
 
 async def _handle_unexpected(request: Request, exc: Exception) -> Response:

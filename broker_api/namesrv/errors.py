@@ -7,13 +7,12 @@ registers one handler that walks an exception's MRO through the table.
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+
+from ..http_errors import ErrorTable, error_response, http_exception_response, lookup, validation_response
 
 __all__ = [
     "NamesrvError",
@@ -65,7 +64,7 @@ class NamesrvUnavailableError(NamesrvError):
     """Raised when no NameServer of a list answered a client request."""
 
 
-ERROR_TABLE: dict[type[BaseException], tuple[int, str]] = {
+ERROR_TABLE: ErrorTable = {
     BadCrcError: (400, "bad_crc"),
     BadRegistrationError: (400, "bad_request"),
     NamesrvAddressError: (400, "bad_address"),
@@ -76,47 +75,17 @@ ERROR_TABLE: dict[type[BaseException], tuple[int, str]] = {
     NamesrvError: (500, "namesrv_error"),
 }
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
-
-
-def error_response(status: int, code: str, message: str) -> Response:
-    body = orjson.dumps({"error": code, "message": message})
-    return Response(body, status_code=status, media_type="application/json")
-
-
-def _lookup(exc: BaseException) -> tuple[int, str]:
-    for cls in type(exc).__mro__:
-        if cls in ERROR_TABLE:
-            return ERROR_TABLE[cls]
-    return 500, "internal_error"
-
-
 async def _handle_mapped(request: Request, exc: Exception) -> Response:
-    status, code = _lookup(exc)
+    status, code = lookup(ERROR_TABLE, exc)
     return error_response(status, code, str(exc) or type(exc).__name__)
 
 
 async def _handle_validation(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    details: list[Any] = exc.errors()
-    if details and details[0].get("type") == "json_invalid":
-        return error_response(400, "bad_json", "request body is not valid JSON; send a JSON object")
-    parts = []
-    for err in details[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return error_response(400, "bad_request", "invalid request: " + "; ".join(parts) + "; see /docs")
+    return validation_response(exc)
 
 
 async def _handle_http(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    message = str(exc.detail)
-    if exc.status_code == 404:
-        message = f"no route for {request.method} {request.url.path}; see /docs for the NameServer API"
-    elif exc.status_code == 405:
-        message = f"{request.method} is not allowed on {request.url.path}; see /docs"
-    return error_response(exc.status_code, code, message)
+    return http_exception_response(request, exc, "NameServer API")
 
 
 def install_handlers(app: FastAPI) -> None:
