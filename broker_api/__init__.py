@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from .app import create_app
 from .broker import Broker
-from .client import BrokerUnreachableError, PullResult, QueueInfo, SendResult, SparkMQClient
+from .client import (
+    BrokerUnreachableError,
+    PullResult,
+    QueueInfo,
+    SendResult,
+    SparkMQClient,
+)
 from .errors import (
     ERROR_TABLE,
     BadJsonError,

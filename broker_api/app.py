@@ -9,7 +9,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from . import routes_admin, routes_groups, routes_messages, routes_ops, routes_tx, sql_api
+from . import (
+    routes_admin,
+    routes_groups,
+    routes_messages,
+    routes_ops,
+    routes_tx,
+    sql_api,
+)
 from .broker import Broker
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware

@@ -112,7 +112,10 @@ class Broker:
     def _start_mirror(self) -> Any:
         if not self.settings.mirror.enabled:
             return None
-        from connectors import DeltaMirror, MirrorConfig  # imports deltalake: only when enabled
+        from connectors import (  # imports deltalake: only when enabled
+            DeltaMirror,
+            MirrorConfig,
+        )
 
         mirror = DeltaMirror(self.store, MirrorConfig(**self.settings.mirror_values()))
         mirror.start()

@@ -8,7 +8,6 @@ registers one handler that walks an exception's MRO through the table.
 
 from __future__ import annotations
 
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -16,7 +15,13 @@ from starlette.responses import Response
 
 import store
 
-from .http_errors import ErrorTable, error_response, http_exception_response, lookup, validation_response
+from .http_errors import (
+    ErrorTable,
+    error_response,
+    http_exception_response,
+    lookup,
+    validation_response,
+)
 
 __all__ = [
     "BrokerError",

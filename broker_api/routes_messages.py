@@ -17,10 +17,22 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from store import GetResult, GetStatus, Message, MessageTooLargeError, PullBatch, PutResult
+from store import (
+    GetResult,
+    GetStatus,
+    Message,
+    MessageTooLargeError,
+    PullBatch,
+    PutResult,
+)
 
 from .broker import Broker
-from .errors import BadOffsetError, BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
+from .errors import (
+    BadOffsetError,
+    BadRequestError,
+    BatchTooLargeError,
+    UnsupportedMediaTypeError,
+)
 from .openapi_docs import PRODUCE_DOC, PULL_DOC
 from .topics import TopicConfig
 from .wire import (

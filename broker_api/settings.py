@@ -21,15 +21,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from store import StoreConfig
 
 from .namesrv.wire import parse_namesrv_addrs
+from .toml_settings import TomlSettings
 
 __all__ = [
     "BrokerSettings",
@@ -161,7 +159,7 @@ def _store_section() -> type[_Section]:
 StoreSection = _store_section()
 
 
-class BrokerSettings(BaseSettings):
+class BrokerSettings(TomlSettings):
     """Every setting of a running broker, in small typed sections."""
 
     model_config = SettingsConfigDict(
@@ -179,21 +177,6 @@ class BrokerSettings(BaseSettings):
     transactions: TransactionsSection = TransactionsSection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = settings_cls.model_config.get("toml_file")
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        return tuple(sources)
 
     @property
     def data_path(self) -> Path:

@@ -36,7 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from store import Message, MessageNotFoundError, MessageStore, PutResult, StoreError, SysFlag
+from store import (
+    Message,
+    MessageNotFoundError,
+    MessageStore,
+    PutResult,
+    StoreError,
+    SysFlag,
+)
 
 from .errors import BadRequestError, TransactionNotFoundError, TransactionStateError
 from .jsonfile import Journal, read_json, write_json_atomic

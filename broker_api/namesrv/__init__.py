@@ -18,7 +18,11 @@ from .errors import (
 from .route_table import LiveInfo, QueueData, RegisterResult, RouteTable
 from .scan import ScanService
 from .server import run_namesrv, serve_namesrv
-from .settings import NamesrvSettings, default_namesrv_config_path, load_namesrv_settings
+from .settings import (
+    NamesrvSettings,
+    default_namesrv_config_path,
+    load_namesrv_settings,
+)
 from .wire import DataVersion, body_crc32, normalize_url, parse_namesrv_addrs
 
 __all__ = [

@@ -12,7 +12,13 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from ..http_errors import ErrorTable, error_response, http_exception_response, lookup, validation_response
+from ..http_errors import (
+    ErrorTable,
+    error_response,
+    http_exception_response,
+    lookup,
+    validation_response,
+)
 
 __all__ = [
     "NamesrvError",

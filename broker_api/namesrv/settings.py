@@ -15,18 +15,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
+
+from ..toml_settings import TomlSettings
 
 __all__ = ["NamesrvSettings", "load_namesrv_settings", "default_namesrv_config_path"]
 
 _ENV_PREFIX = "SPARKMQ_NAMESRV_"
 
 
-class NamesrvSettings(BaseSettings):
+class NamesrvSettings(TomlSettings):
     """Where the NameServer listens and how it decides a broker is gone."""
 
     model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, extra="ignore", frozen=True)
@@ -36,21 +35,6 @@ class NamesrvSettings(BaseSettings):
     scan_interval_s: float = Field(default=5.0, gt=0)
     broker_timeout_s: float = Field(default=120.0, gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = settings_cls.model_config.get("toml_file")
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        return tuple(sources)
 
 
 def default_namesrv_config_path() -> Path | None:
