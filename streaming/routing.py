@@ -1,22 +1,21 @@
 """Sink routing with ``namesrv``: which broker each row goes to.
 
-A task asks the NameServer once per topic which brokers can take writes
-(write queues > 0), sorted by broker name, and splits each Arrow produce
-body by broker::
+A task asks the NameServer once per topic which brokers can take writes,
+and splits each Arrow produce body over the same (broker, queue) slots as
+``broker_api.client.SparkMQClient.produce``, so a key lands on the same
+broker and queue whether the Spark sink or the client sends it::
 
-    row with a key    -> blake2b(first key) mod #brokers   (same key, same broker:
-                                                            per-key order holds)
-    row without key   -> (seed + row number) mod #brokers  (round robin; the seed
-                                                            is the Spark partition id)
+    slots = sorted((broker, queue_id) for each writable broker, queue_id < write_queues)
+    row with a key    -> slots[crc32(first key) % len(slots)]   (per-key order holds)
+    row without key   -> slots[(seed + row number) % len(slots)] (round robin; the seed
+                                                                   is the Spark partition id)
 
-Inside a broker the broker itself picks the queue (first key's CRC32, else
-round robin), so a key keeps one queue of one broker. blake2b, not CRC32, so
-the broker choice does not correlate with the broker's own queue choice.
+The slot's queue id is sent as the row's ``queue_id`` unless the row has one.
 """
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +23,7 @@ import pyarrow as pa
 from .errors import SinkError
 from .namesrv import BrokerRoute, NamesrvLookup
 
-__all__ = ["TopicRouter", "first_keys", "broker_of_rows", "split_by_broker"]
+__all__ = ["TopicRouter", "first_keys", "slot_of_rows", "slots_of", "split_by_broker"]
 
 
 def first_keys(table: pa.Table) -> list[str | None]:
@@ -38,32 +37,43 @@ def first_keys(table: pa.Table) -> list[str | None]:
     return [v[0] if v else None for v in values]
 
 
-def _key_slot(key: str, n: int) -> int:
-    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % n
+def slots_of(brokers: list[BrokerRoute]) -> list[tuple[BrokerRoute, int]]:
+    """Every writable (broker, queue id), sorted by broker name then queue id."""
+    ordered = sorted(brokers, key=lambda r: r.name)
+    return [(r, q) for r in ordered for q in range(r.write_queues)]
 
 
-def broker_of_rows(table: pa.Table, n: int, seed: int) -> np.ndarray:
-    """Index in [0, n) of the broker for every row of a produce body."""
+def slot_of_rows(table: pa.Table, n: int, seed: int) -> np.ndarray:
+    """Index in [0, n) of the (broker, queue) slot for every row of a produce body."""
     slots = (np.arange(table.num_rows, dtype=np.int64) + seed) % n
     for i, key in enumerate(first_keys(table)):
         if key:
-            slots[i] = _key_slot(key, n)
+            slots[i] = zlib.crc32(key.encode("utf-8")) % n
     return slots
+
+
+def _with_queue_ids(table: pa.Table, qids: np.ndarray) -> pa.Table:
+    if "queue_id" in table.schema.names:
+        return table  # the row's own queue_id wins, as in the client
+    return table.append_column("queue_id", pa.array(qids.astype(np.int32), pa.int32()))
 
 
 def split_by_broker(
     table: pa.Table, brokers: list[BrokerRoute], seed: int
 ) -> dict[str, tuple[BrokerRoute, pa.Table]]:
-    """One produce body per broker (rows keep their order within each broker)."""
-    if len(brokers) == 1:
-        return {brokers[0].name: (brokers[0], table)}
-    slots = broker_of_rows(table, len(brokers), seed)
+    """One produce body per broker, each row with its slot's queue id (row order kept)."""
+    slots = slots_of(brokers)
+    names = sorted({r.name for r, _ in slots})
+    slot_broker = np.array([names.index(r.name) for r, _ in slots], dtype=np.int64)
+    slot_queue = np.array([q for _, q in slots], dtype=np.int64)
+    index = slot_of_rows(table, len(slots), seed)
+    by_name = {r.name: r for r, _ in slots}
     out: dict[str, tuple[BrokerRoute, pa.Table]] = {}
-    for i, route in enumerate(brokers):
-        rows = np.flatnonzero(slots == i)
+    for number, name in enumerate(names):
+        rows = np.flatnonzero(slot_broker[index] == number)
         if len(rows):
-            out[route.name] = (route, table.take(pa.array(rows)))
+            part = _with_queue_ids(table.take(pa.array(rows)), slot_queue[index[rows]])
+            out[name] = (by_name[name], part)
     return out
 
 

@@ -7,20 +7,24 @@ register interval), the session SparkSession.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 
 import streaming
 from streaming.discovery import check_gone_brokers
 from streaming.errors import DataLossError, NamesrvUnavailableError, OptionError
+from streaming.namesrv import BrokerRoute
 from streaming.offsets import QueueRange, from_json, plan_end, plan_ranges, to_json
 from streaming.options import parse_reader
 from streaming.reader import SparkMQStreamReader
+from streaming.routing import split_by_broker
 from tests.namesrv.support import NamesrvProcess, free_port
 
 from .support import (
@@ -95,6 +99,23 @@ def test_a_gone_broker_with_unread_data_fails_unless_told_otherwise() -> None:
     with pytest.raises(DataLossError, match="end is unknown"):
         check_gone_brokers(start, ranges, {}, fail=True)
     assert check_gone_brokers(start, ranges, {}, fail=False) == {("t", "broker-b")}
+
+
+def test_writer_routing_uses_the_clients_broker_queue_slots() -> None:
+    brokers = [BrokerRoute("broker-b", "http://b", 2, 2), BrokerRoute("broker-a", "http://a", 2, 2)]
+    keys = [[f"k{i % 9}"] for i in range(40)] + [[]] * 8
+    table = pa.table({"body": [b"x"] * len(keys), "keys": pa.array(keys, pa.list_(pa.string()))})
+    slots = sorted((b, q) for b in ("broker-a", "broker-b") for q in range(2))
+    placed: dict[str, set[tuple[str, int]]] = {}
+    unkeyed: list[str] = []
+    for name, (_route, part) in split_by_broker(table, brokers, seed=0).items():
+        for ks, qid in zip(part.column("keys").to_pylist(), part.column("queue_id").to_pylist()):
+            if ks:
+                placed.setdefault(ks[0], set()).add((name, qid))
+            else:
+                unkeyed.append(name)
+    assert placed == {k: {slots[zlib.crc32(k.encode()) % 4]} for k in placed}
+    assert sorted(unkeyed) == ["broker-a"] * 4 + ["broker-b"] * 4  # round robin over slots
 
 
 def test_unreachable_namesrv_is_a_clear_error() -> None:
@@ -250,7 +271,7 @@ def test_writer_spreads_rows_over_both_brokers_exactly_once_with_keys_on_one_bro
     addr = namesrv.url.removeprefix("http://")
     ckpt = checkpoint(tmp_path, "writer")
 
-    def run() -> None:
+    def run() -> list[int]:
         src = (spark.readStream.format("sparkmq").option("namesrv", addr).option("subscribe", "wsrc")
                .option("startingOffsets", "earliest").load()
                .selectExpr("concat('user-', cast(offset % 7 as string)) AS key", "value"))
@@ -258,9 +279,15 @@ def test_writer_spreads_rows_over_both_brokers_exactly_once_with_keys_on_one_bro
              .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
         q.awaitTermination(120)
         assert q.exception() is None, str(q.exception())
+        return [p["batchId"] for p in q.recentProgress if p["numInputRows"]]
 
-    run()
-    run()  # nothing new: the second run publishes nothing
+    assert run() == [0]
+    # Crash between the sink commits and Spark's commit log: Spark replays batch 0,
+    # and every broker drops its part of the replay (exactly once per broker).
+    commits = Path(ckpt) / "commits"
+    for name in ("0", ".0.crc"):
+        (commits / name).unlink(missing_ok=True)
+    assert run() == [0]  # replayed
     on_a, on_b = _broker_rows(spark, a.url, "wdst"), _broker_rows(spark, b.url, "wdst")
     assert on_a and on_b
     assert sorted(v for _, v in on_a + on_b) == sorted(_values("wsrc", range(40)))
