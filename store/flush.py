@@ -101,51 +101,54 @@ class AsyncFlushService(_Service):
         """ASYNC puts never wait."""
 
 
-class GroupCommitService(_Service):
+class GroupCommitService:
+    """SYNC flush by group commit, leader/follower style (no thread of its own).
+
+    A put that finds no fdatasync running becomes the leader and runs one
+    itself; puts that arrive meanwhile wait, and the next fdatasync (run by
+    one of them) covers them all.  No thread hand-off sits on the path of a
+    lone producer, and many producers share each fdatasync.
+    """
+
     name = "flush-group-commit"
 
     def __init__(self, commitlog: CommitLog, stats: FlushStats, timeout_s: float = 5.0) -> None:
-        super().__init__()
         self.commitlog, self.stats, self.timeout = commitlog, stats, timeout_s
-        self.gather_s = 0.001
         self._cond = threading.Condition()
-        self._pending = 0  # highest offset asked for
+        self._flushing = False
+        self._stopped = False
 
-    def _wake(self) -> None:
+    def start(self) -> None:
+        self._stopped = False
+
+    def stop(self) -> None:
         with self._cond:
+            self._stopped = True
             self._cond.notify_all()
+        self.commitlog.flush()
 
     def wait_for(self, offset: int) -> None:
         """Block until an fdatasync covers ``offset``."""
         deadline = time.monotonic() + self.timeout
         with self._cond:
-            if offset > self._pending:
-                self._pending = offset
-                self._cond.notify_all()
             while self.commitlog.queue.flushed_offset() < offset:
+                if not self._flushing:
+                    self._flushing = True
+                    break  # lead: run the next fdatasync ourselves
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
+                if left <= 0 or self._stopped:
                     raise FlushTimeoutError(f"fdatasync did not cover offset {offset} within {self.timeout}s")
                 self._cond.wait(left)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stop.is_set() and self._pending <= self.commitlog.queue.flushed_offset():
-                    self._cond.wait(1.0)
-                if self._stop.is_set():
-                    break
-            # Gather window: puts woken by the last sync are re-submitting; a
-            # short pause lets one fdatasync cover them all (RocketMQ waits 10 ms).
-            self._stop.wait(min(self.gather_s, self.stats.last_flush_seconds / 2))
+            else:
+                return
+        try:
             t0 = time.perf_counter()
-            self.commitlog.flush()  # outside the lock: new requests queue up meanwhile
+            self.commitlog.flush()
             self.stats.record(time.perf_counter() - t0)
+        finally:
             with self._cond:
+                self._flushing = False
                 self._cond.notify_all()
-        self.commitlog.flush()
-        with self._cond:
-            self._cond.notify_all()
 
 
 class LogicsFlushService(_Service):

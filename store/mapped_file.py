@@ -76,7 +76,7 @@ class MappedFile:
         target = self.wrote
         if target > self.flushed:
             os.fdatasync(self._fd)
-            self.flushed = target
+            self.flushed = max(self.flushed, target)  # a concurrent flush may have gone further
         return self.flushed
 
     def truncate_to(self, pos: int) -> None:
