@@ -240,9 +240,6 @@ class MessageStore:
         self._check_running()
         return self._retention.run_once(force)
 
-    def flush(self) -> None:
-        self.commitlog.flush()
-
     def stats(self) -> dict[str, object]:
         return {
             "commitlog_min_offset": self.commitlog.min_offset(),
