@@ -114,10 +114,17 @@ def test_store_restart_redispatch_does_not_duplicate_rows(tmp_path: Path) -> Non
 
 
 def test_a_full_inbox_drops_batches_but_no_rows(store: MessageStore, tmp_path: Path) -> None:
-    mirror = DeltaMirror(store, _config(tmp_path, batch_rows=100_000, batch_interval_s=0.5), queue_max_bytes=1)
+    mirror = DeltaMirror(store, _config(tmp_path, batch_rows=100_000, batch_interval_s=0.2), queue_max_bytes=1)
     mirror.start()
+    written: list[PutResult] = []
     try:
-        written = _put(store, 3000, per_call=20)
+        # Keep producing (bounded) until the one-byte inbox has had to drop a
+        # batch: that happens once a batch arrives while another still waits,
+        # e.g. during a Delta commit.
+        deadline = time.monotonic() + 30
+        while mirror.stats()["dropped_batches"] == 0 and time.monotonic() < deadline and len(written) < 60_000:
+            written += _put(store, 200, start=len(written), per_call=20)
+            time.sleep(0.005)
         _wait_caught_up(mirror)
     finally:
         mirror.stop()
