@@ -136,6 +136,15 @@ class BrokerProcess:
         return self.start(timeout_s)
 
 
+# Test machines are shared and slow at times: fast failure is tested on
+# purpose (tests/broker_api/test_ops.py sets its own limits); everywhere else
+# a slow moment must not turn a produce into a 503.
+_TEST_BROKER_ENV = {
+    "SPARKMQ_FAST_FAILURE__MAX_QUEUE_WAIT_MS": "10000",
+    "SPARKMQ_FAST_FAILURE__BUSY_PUT_MS": "10000",
+}
+
+
 @pytest.fixture
 def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., BrokerProcess]]:
     """``start(data_dir=None, env=None) -> BrokerProcess``; every broker is stopped at teardown."""
@@ -145,6 +154,7 @@ def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
         base = tmp_path_factory.mktemp("broker")
         data = Path(data_dir) if data_dir is not None else base / "data"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
+        full_env.update(_TEST_BROKER_ENV)
         full_env.update(env or {})
         proc = BrokerProcess(data, _free_port(), full_env, base / "broker.log")
         started.append(proc)
