@@ -23,7 +23,6 @@ Clients are asyncio raw-socket HTTP/1.1 and RESP clients in separate processes
 from __future__ import annotations
 
 import argparse
-import asyncio
 import multiprocessing as mp
 import os
 import shutil
