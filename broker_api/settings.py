@@ -24,6 +24,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from connectors import MirrorConfig
 from store import StoreConfig
 
 from .namesrv.wire import parse_namesrv_addrs
@@ -125,38 +126,24 @@ class TransactionsSection(_Section):
     keep_sinks: int = Field(default=10_000, ge=1)
 
 
-class MirrorSection(_Section):
-    """Exactly the fields of ``connectors.MirrorConfig``."""
-
-    enabled: bool = True
-    table_uri: str = ""
-    bodies: bool = True
-    batch_rows: int = 50_000
-    batch_interval_s: float = 1.0
-    compact_every_commits: int = 50
-    checkpoint_every_commits: int = 20
-    vacuum_retention_hours: float = 168.0
-    app_id: str = ""
-    sql_max_rows: int = 10_000
-    sql_timeout_s: float = 30.0
-
-
-def _store_section() -> type[_Section]:
-    """A pydantic section with exactly StoreConfig's fields and defaults."""
-    hints = typing.get_type_hints(StoreConfig)
+def _section_from(config: type, name: str, overrides: dict[str, tuple[Any, Any]]) -> type[_Section]:
+    """A pydantic section with exactly the fields and defaults of the dataclass ``config``."""
+    hints = typing.get_type_hints(config)
     fields: dict[str, Any] = {}
-    for f in dataclasses.fields(StoreConfig):
-        if f.name == "root_dir":
-            # "" means <data_dir>/store, filled in by store_config().
-            fields[f.name] = (str, "")
+    for f in dataclasses.fields(config):
+        if f.name in overrides:
+            fields[f.name] = overrides[f.name]
         elif f.default_factory is not dataclasses.MISSING:
             fields[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
         else:
             fields[f.name] = (hints[f.name], f.default)
-    return create_model("StoreSection", __base__=_Section, **fields)
+    return create_model(name, __base__=_Section, **fields)
 
 
-StoreSection = _store_section()
+# "" means <data_dir>/store, filled in by store_config().
+StoreSection = _section_from(StoreConfig, "StoreSection", {"root_dir": (str, "")})
+# Exactly the fields of connectors.MirrorConfig.
+MirrorSection = _section_from(MirrorConfig, "MirrorSection", {})
 
 
 class BrokerSettings(TomlSettings):
@@ -176,7 +163,7 @@ class BrokerSettings(TomlSettings):
     protection: ProtectionSection = ProtectionSection()
     transactions: TransactionsSection = TransactionsSection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
-    mirror: MirrorSection = MirrorSection()
+    mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
 
     @property
     def data_path(self) -> Path:
