@@ -13,7 +13,7 @@ import threading
 from bisect import bisect_right
 from itertools import accumulate
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,37 +122,43 @@ class CommitLog:
         except CorruptRecordError as exc:
             raise MessageNotFoundError(f"no valid message at CommitLog offset {phy_offset}: {exc}") from exc
 
-    def read_messages(self, phys: list[int], sizes: list[int]) -> list[StoredMessage | None]:
-        """Read many records, one copy per run that shares a segment; None where one is gone."""
-        out: list[StoredMessage | None] = []
+    def read_spans(self, phys: list[int], sizes: list[int]) -> Iterator[tuple[int, int, int, bytes | None]]:
+        """Group records (ascending offsets) into runs read with one copy each.
+
+        Yields ``(i, j, lo, buf)``: records ``i:j`` lie in ``buf``, which starts at
+        log offset ``lo``; ``buf`` is None where the records are gone.  A run
+        stays inside one segment and spans at most ``_SPAN`` bytes.
+        """
         i, n = 0, len(phys)
         while i < n:
             seg = self.queue.find(phys[i])
-            if seg is None:
-                out.append(None)
-                i += 1
-                continue
             j = i
-            end = seg.start_offset + seg.wrote
-            while j < n and seg.start_offset <= phys[j] and phys[j] + sizes[j] <= min(end, phys[i] + _SPAN):
-                j += 1
+            if seg is not None:
+                end = min(seg.start_offset + seg.wrote, phys[i] + _SPAN)
+                while j < n and seg.start_offset <= phys[j] and phys[j] + sizes[j] <= end:
+                    j += 1
             if j == i:
-                out.append(None)
+                yield i, i + 1, phys[i], None
                 i += 1
                 continue
-            lo, hi = min(phys[i:j]), max(p + z for p, z in zip(phys[i:j], sizes[i:j]))
+            assert seg is not None
+            lo, hi = phys[i], max(p + z for p, z in zip(phys[i:j], sizes[i:j]))
             try:
-                buf = seg.read(lo - seg.start_offset, hi - lo)
+                buf: bytes | None = seg.read(lo - seg.start_offset, hi - lo)
             except ValueError:  # deleted by retention meanwhile
-                out.extend([None] * (j - i))
-                i = j
-                continue
+                buf = None
+            yield i, j, lo, buf
+            i = j
+
+    def read_messages(self, phys: list[int], sizes: list[int]) -> list[StoredMessage | None]:
+        """Read many records (ascending offsets); None where one is gone or invalid."""
+        out: list[StoredMessage | None] = []
+        for i, j, lo, buf in self.read_spans(phys, sizes):
             for p in phys[i:j]:
                 try:
-                    out.append(codec.decode_record(buf, p - lo, p))
+                    out.append(codec.decode_record(buf, p - lo, p) if buf is not None else None)
                 except CorruptRecordError:
                     out.append(None)
-            i = j
         return out
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:

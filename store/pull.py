@@ -28,8 +28,20 @@ __all__ = ["pull", "pull_batch", "PullBatch", "read_many", "MAX_UNITS_EXAMINED"]
 MAX_UNITS_EXAMINED = 16_384
 
 
-def _status_only(status: GetStatus, nxt: int, lo: int, hi: int) -> GetResult:
-    return GetResult(status, [], nxt, lo, hi)
+def _outside(cq: ConsumeQueue | None, offset: int) -> GetResult | None:
+    """The answer when ``offset`` is not a readable offset of the queue, else None."""
+    if offset < 0:
+        raise InvalidOffsetError(f"offset {offset} is negative; queue offsets start at 0")
+    if cq is None:
+        return GetResult(GetStatus.NO_QUEUE, [], 0, 0, 0)
+    lo, hi = cq.min_offset(), cq.max_offset()
+    if offset < lo:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, [], lo, lo, hi)
+    if offset == hi:
+        return GetResult(GetStatus.NO_NEW_MESSAGE, [], offset, lo, hi)
+    if offset > hi:
+        return GetResult(GetStatus.OFFSET_OVERFLOW, [], hi, lo, hi)
+    return None
 
 
 def pull(
@@ -40,17 +52,11 @@ def pull(
     tags: frozenset[str] | None,
     max_bytes: int | None,
 ) -> GetResult:
-    if offset < 0:
-        raise InvalidOffsetError(f"offset {offset} is negative; queue offsets start at 0")
-    if cq is None:
-        return _status_only(GetStatus.NO_QUEUE, 0, 0, 0)
+    outside = _outside(cq, offset)
+    if outside is not None:
+        return outside
+    assert cq is not None
     lo, hi = cq.min_offset(), cq.max_offset()
-    if offset < lo:
-        return _status_only(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-    if offset == hi:
-        return _status_only(GetStatus.NO_NEW_MESSAGE, offset, lo, hi)
-    if offset > hi:
-        return _status_only(GetStatus.OFFSET_OVERFLOW, hi, lo, hi)
     codes = frozenset(codec.tag_code(t) for t in tags) if tags else None
     messages, examined = _collect(commitlog, cq, offset, max(1, max_count), codes, tags, max_bytes, hi)
     status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
@@ -121,10 +127,6 @@ class PullBatch:
     max_offset: int
 
 
-_EMPTY_UNITS = np.empty(0, np.int64)
-_SPAN = 16 << 20
-
-
 def pull_batch(
     commitlog: CommitLog,
     cq: ConsumeQueue | None,
@@ -134,8 +136,7 @@ def pull_batch(
     max_bytes: int | None,
 ) -> PullBatch:
     """Like :func:`pull`, but parses the page's records with numpy into columns."""
-    head = pull(commitlog, cq, offset, 0, tags, max_bytes) if cq is None or not (
-        cq.min_offset() <= offset < cq.max_offset()) else None
+    head = _outside(cq, offset)
     if head is not None:
         return PullBatch(head.status, _empty(), head.next_offset, head.min_offset, head.max_offset)
     assert cq is not None
@@ -177,29 +178,9 @@ def _read_units(cq: ConsumeQueue, offset: int, limit: int) -> np.ndarray:
 
 
 def _read_columns(commitlog: CommitLog, phys: np.ndarray, sizes: np.ndarray) -> DispatchBatch:
-    """Parse records at known offsets, one read per run inside a segment (and a bounded span)."""
-    parts: list[DispatchBatch] = []
-    i, n = 0, len(phys)
-    while i < n:
-        seg = commitlog.queue.find(int(phys[i]))
-        if seg is None:
-            i += 1
-            continue
-        seg_end = seg.start_offset + seg.wrote
-        ends = phys[i:] + sizes[i:]
-        j = i + int(np.searchsorted(np.maximum.accumulate(ends) > min(seg_end, int(phys[i]) + _SPAN), True))
-        j = max(j, i + 1) if ends[0] <= seg_end else i
-        if j == i:
-            i += 1
-            continue
-        lo, hi = int(phys[i]), int(ends[: j - i].max())
-        try:
-            buf = seg.read(lo - seg.start_offset, hi - lo)
-        except ValueError:  # deleted by retention meanwhile
-            i = j
-            continue
-        parts.append(parse_at(buf, lo, phys[i:j] - lo, commitlog.store_host))
-        i = j
+    """Parse records at known offsets, one read per run (see CommitLog.read_spans)."""
+    parts = [parse_at(buf, lo, phys[i:j] - lo, commitlog.store_host)
+             for i, j, lo, buf in commitlog.read_spans(phys.tolist(), sizes.tolist()) if buf is not None]
     return DispatchBatch.concat(parts, 0) if parts else _empty()
 
 

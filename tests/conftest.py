@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import httpx
 import pytest
+
+from tests.procs import stop_process
 
 
 def _free_port() -> int:
@@ -54,13 +60,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 # Broker fixtures (issue 3): real `python -m broker_api serve` subprocesses.
 # --------------------------------------------------------------------------
 
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
 
-import httpx  # noqa: E402
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,16 +114,7 @@ class BrokerProcess:
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
         """SIGTERM and wait (SIGKILL if it does not exit in time); returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+        return stop_process(self.proc, timeout_s)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks run (a crash)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from typing import Any
 import httpx
 
 from broker_api.namesrv import body_crc32
+
+from tests.procs import stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,16 +55,7 @@ class NamesrvProcess:
 
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """SIGTERM and wait (SIGKILL past the timeout); returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+        return stop_process(self.proc, timeout_s)
 
     def log(self) -> str:
         try:
