@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("sparkmq.registration")
+_FIRST_RETRY_S = 1.0
 
 TopicsProvider = Callable[[], dict[str, dict[str, Any]]]
 
@@ -174,6 +175,9 @@ class NamesrvRegistrar:
     # -- rounds ------------------------------------------------------------
 
     def _run(self) -> None:
+        # A NameServer that is down (e.g. started at the same time as the broker) is retried
+        # after 1 s, 2 s, 4 s, ... up to the registration interval, not only every interval.
+        retry_s = _FIRST_RETRY_S / 2
         while True:
             self._wake.clear()  # before reading the flags, so no wake-up is lost
             if self._stop.is_set():
@@ -181,10 +185,12 @@ class NamesrvRegistrar:
             with self._lock:
                 force, self._force = self._force, False
             try:
-                self._round(force)
+                failed = None in self._round(force).values()
             except Exception:  # a bug in a provider must not end registration
                 log.exception("NameServer registration round failed; retrying in %.1fs", self._interval_s)
-            self._wake.wait(self._interval_s)
+                failed = False
+            retry_s = min(retry_s * 2, self._interval_s) if failed else _FIRST_RETRY_S / 2
+            self._wake.wait(min(retry_s, self._interval_s) if failed else self._interval_s)
 
     def _round(self, force: bool) -> dict[str, bool | None]:
         version = self._version().to_dict()  # read before topics: a racing change bumps it again

@@ -116,3 +116,21 @@ def test_start_with_every_namesrv_down_returns_and_keeps_trying() -> None:
         assert all(s["up"] is False and "Connect" in s["last_error"] for s in reg.status())
     finally:
         reg.stop()
+
+
+def test_a_namesrv_that_comes_up_late_is_registered_with_in_seconds(tmp_path: Any) -> None:
+    """Broker and NameServer started together: the broker retries quickly, not once per interval."""
+    topics = FakeBrokerTopics({"late": 2})
+    port = free_port()
+    reg = _registrar(f"127.0.0.1:{port}", "reg-late", 18306, topics, interval_s=60.0)
+    reg.start()
+    ns = NamesrvProcess(port, tmp_path / "namesrv.log")
+    try:
+        wait_until(lambda: reg.rounds >= 1)  # the first round found the NameServer down
+        assert reg.status()[0]["up"] is False
+        ns.start()
+        wait_until(lambda: _live(ns, "reg-late") is not None, timeout_s=20.0)  # far less than the 60 s interval
+        assert ns.get("/v1/routes/late").status_code == 200
+    finally:
+        reg.stop()
+        ns.stop()
