@@ -2,6 +2,7 @@
 
     python benchmarks/bench_broker.py --duration 5            # all phases, 5 s each
     python benchmarks/bench_broker.py --duration 5 --soak-s 600   # plus the memory soak
+    python benchmarks/bench_broker.py --duration 5 --json-out r.json  # also the results as JSON
 
 Phases, each side by side in one run:
 
@@ -32,8 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -42,13 +44,14 @@ from starlette.responses import Response
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_broker_clients import (  # noqa: E402
+from benchmarks.bench_broker_clients import (
     http_load,
     longpoll_latency,
     pull_arrow_all,
     redis_read_all,
     redis_xadd_load,
 )
+from benchmarks.results import Measure, Recorder, Target
 
 TOPIC = "bench"
 ARROW = "application/vnd.apache.arrow.stream"
@@ -105,10 +108,13 @@ def run_bare_server(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
+REDIS_MISSING = "redis-server not installed (apt-get install -y redis-server)"
+
+
 def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int] | None:
     exe = shutil.which("redis-server")
     if exe is None:
-        print("redis-server not installed: skipping the Redis peer (apt-get install -y redis-server)")
+        print(f"skipping the Redis peer: {REDIS_MISSING}")
         return None
     port = free_port()
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp),
@@ -140,10 +146,14 @@ def http_request(port: int, path: str, body: bytes, ctype: str = "application/js
     return head + body
 
 
-def report(name: str, value: float, unit: str, peer: str | None = None, peer_value: float | None = None) -> None:
-    line = f"{name:<34} {value:>12,.0f} {unit}"
-    if peer is not None and peer_value:
-        line += f"   | {peer}: {peer_value:,.0f} {unit}  (ratio {value / peer_value:.2f}x)"
+def report(rec: Recorder, m: Measure) -> None:
+    """Record ``m`` and print it as one line."""
+    rec.add(m)
+    line = f"{m.what:<56} {m.value:>12,.0f} {m.unit}"
+    if m.ratio is not None:
+        line += f"   | {m.peer}: {m.peer_value:,.0f} {m.unit}  (ratio {m.ratio:.2f}x)"
+    elif m.peer_skipped:
+        line += f"   | {m.peer}: skipped, {m.peer_skipped}"
     print(line, flush=True)
 
 
@@ -154,20 +164,26 @@ def proc_stats(pid: int) -> dict[str, int]:
             "fds": len(os.listdir(f"/proc/{pid}/fd"))}
 
 
-def phase_batch_produce(args: argparse.Namespace, bport: int, rport: int | None) -> None:
+def phase_batch_produce(rec: Recorder, args: argparse.Namespace, bport: int, rport: int | None,
+                        skipped: str | None) -> None:
+    rec.phase(f"batch produce, JSON ({args.duration:g} s)")
     body = orjson.dumps({"messages": [{"body": "x" * 100} for _ in range(1000)]})
     req = http_request(bport, f"/v1/topics/{TOPIC}/messages", body)
     res = in_processes(args.clients, http_load, bport, req, args.duration, 2)
     broker = sum(r["requests"] for r in res) * 1000 / args.duration
     redis = None
     if rport is not None:
+        rec.phase(f"batch produce, Redis XADD ({args.duration:g} s)")
         rres = in_processes(args.clients, redis_xadd_load, rport, TOPIC, 50, args.duration, 100)
         redis = sum(rres) / args.duration
-    report("batch produce JSON (1000 x 100 B)", broker, "msgs/s", "Redis XADD -P 50", redis)
+    peer = {"peer": "Redis XADD pipelined 50", "peer_value": redis, "peer_skipped": skipped}
+    report(rec, Measure("broker.produce_json", "HTTP batch produce, JSON, 1000 x 100 B per request", broker,
+                        "msg/s", **peer, targets=(Target(">=", 1.0, "ratio"),)))
+    rec.phase(f"batch produce, Arrow ({args.duration:g} s)")
     areq = http_request(bport, f"/v1/topics/{TOPIC}/messages", _arrow_batch(1000, 100), ARROW)
     ares = in_processes(args.clients, http_load, bport, areq, args.duration, 2)
-    report("batch produce Arrow (1000 x 100 B)", sum(r["requests"] for r in ares) * 1000 / args.duration,
-           "msgs/s", "Redis XADD -P 50", redis)
+    report(rec, Measure("broker.produce_arrow", "HTTP batch produce, Arrow IPC, 1000 x 100 B per request",
+                        sum(r["requests"] for r in ares) * 1000 / args.duration, "msg/s", **peer))
 
 
 def _arrow_batch(n: int, size: int) -> bytes:
@@ -180,7 +196,8 @@ def _arrow_batch(n: int, size: int) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def phase_single_produce(args: argparse.Namespace, bport: int, bare_port: int) -> float:
+def phase_single_produce(rec: Recorder, args: argparse.Namespace, bport: int, bare_port: int) -> float:
+    rec.phase(f"single produce vs the bare route ({args.duration:g} s each)")
     body = orjson.dumps({"messages": [{"body": "x" * 100}]})
     req = http_request(bport, f"/v1/topics/{TOPIC}1/messages", body)
     bare_req = http_request(bare_port, "/bare", body)
@@ -192,27 +209,38 @@ def phase_single_produce(args: argparse.Namespace, bport: int, bare_port: int) -
         bare_done += sum(r["requests"] for r in in_processes(args.clients, http_load, bare_port, bare_req,
                                                               slice_s, args.connections))
     broker, bare = done / args.duration, bare_done / args.duration
-    report("single produce", broker, "req/s", "bare FastAPI route", bare)
+    report(rec, Measure("broker.produce_single", "HTTP single-message produce", broker, "req/s",
+                        peer="bare FastAPI route", peer_value=bare, targets=(Target(">=", 0.6, "ratio"),)))
     return broker
 
 
-def phase_pull(args: argparse.Namespace, bport: int, rport: int | None) -> None:
+def phase_pull(rec: Recorder, bport: int, rport: int | None, skipped: str | None) -> None:
+    rec.phase("Arrow pull of everything produced")
     n, seconds = pull_arrow_all(bport, TOPIC, QUEUES)
     broker = n / seconds
     redis = None
     if rport is not None:
+        rec.phase("Redis XREADGROUP of everything added")
         rn, rseconds = redis_read_all(rport, TOPIC)
         redis = rn / rseconds
-    report(f"Arrow pull ({n:,} msgs)", broker, "msgs/s", "Redis XREADGROUP COUNT 1000", redis)
+    report(rec, Measure("broker.pull_arrow", "HTTP pull, Arrow pages of 10,000", broker, "msg/s",
+                        peer="Redis XREADGROUP COUNT 1000", peer_value=redis, peer_skipped=skipped,
+                        targets=(Target(">=", 2.0, "ratio"),), details={"messages": n}))
 
 
-def phase_latency(args: argparse.Namespace, bport: int) -> None:
+def phase_latency(rec: Recorder, args: argparse.Namespace, bport: int) -> None:
+    rec.phase(f"produce -> long-poll latency at 1,000 msg/s ({args.duration:g} s)")
     lat = longpoll_latency(bport, f"{TOPIC}-lat", 1000, args.duration)
+    what = "produce → long-poll receive at 1,000 msg/s"
+    rec.add(Measure("broker.longpoll_p50", f"{what}, p50", lat["p50_ms"], "ms", details=lat))
+    rec.add(Measure("broker.longpoll_p99", f"{what}, p99", lat["p99_ms"], "ms",
+                    targets=(Target("<=", 10.0),), details=lat))
     print(f"{'produce -> long-poll latency':<34} p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  "
           f"max {lat['max_ms']:.2f} ms  ({lat['n']} msgs at 1,000 msg/s)", flush=True)
 
 
-def phase_soak(args: argparse.Namespace, bport: int, pid: int, rate: float) -> None:
+def phase_soak(rec: Recorder, args: argparse.Namespace, bport: int, pid: int, rate: float) -> None:
+    rec.phase(f"soak: single produce at half rate ({args.soak_s:g} s)")
     body = orjson.dumps({"messages": [{"body": "x" * 100}]})
     req = http_request(bport, f"/v1/topics/{TOPIC}-soak/messages", body)
     in_processes(1, http_load, bport, req, 5.0, 2, rate / 2)  # warm-up
@@ -222,6 +250,9 @@ def phase_soak(args: argparse.Namespace, bport: int, pid: int, rate: float) -> N
     after = proc_stats(pid)
     achieved = res["requests"] / args.soak_s
     refused = {k: v for k, v in res.items() if k != "requests"} or "none"
+    rec.add(Measure("broker.soak_memory", f"soak {args.soak_s:.0f} s at half rate: anonymous memory growth",
+                    (after["rss_anon_kb"] - before["rss_anon_kb"]) / 1024, "MiB", targets=(Target("<=", 50.0),),
+                    details={"before": before, "after": after, "req_per_s": achieved, "refused": refused}))
     print(f"soak {args.soak_s:.0f} s at {achieved:,.0f} req/s (non-200 answers: {refused}): anon memory "
           f"{before['rss_anon_kb'] / 1024:.1f} -> {after['rss_anon_kb'] / 1024:.1f} MiB, "
           f"threads {before['threads']} -> {after['threads']}, fds {before['fds']} -> {after['fds']}", flush=True)
@@ -237,6 +268,7 @@ def main() -> None:
     parser.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
     parser.add_argument("--phases", default="batch,single,pull,latency",
                         help="comma-separated subset of batch,single,pull,latency (pull needs batch)")
+    parser.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     parser.add_argument("--bare-server", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_server:
@@ -246,30 +278,43 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    options = {k: v for k, v in vars(args).items() if k not in ("json_out", "bare_server")}
+    rec = Recorder("broker", args.json_out, options)
     tmp = Path(tempfile.mkdtemp(prefix="bench-broker-"))
     procs: list[subprocess.Popen[bytes] | None] = []
     try:
+        rec.phase("starting the broker, the bare route and redis-server")
         broker, bport = start_broker(tmp / "data", args.flush_mode)
+        procs.append(broker)
         bare, bare_port = start_bare()
+        procs.append(bare)
         redis = None if args.no_redis else start_redis(tmp)
-        procs += [broker, bare, redis[0] if redis else None]
+        procs.append(redis[0] if redis else None)
         rport = redis[1] if redis else None
+        skipped = None if redis else ("--no-redis" if args.no_redis else REDIS_MISSING)
         print(f"sparkmq broker bench: {os.cpu_count()} cores, {args.duration:g} s per phase, "
               f"{args.clients} client processes, flush {args.flush_mode}", flush=True)
-        phases = set(args.phases.split(","))
-        if "batch" in phases:
-            phase_batch_produce(args, bport, rport)
-        rate = phase_single_produce(args, bport, bare_port) if "single" in phases or args.soak_s > 0 else 0.0
-        if "pull" in phases:
-            phase_pull(args, bport, rport)
-        if "latency" in phases:
-            phase_latency(args, bport)
-        if args.soak_s > 0:
-            phase_soak(args, bport, broker.pid, rate)
+        run_phases(rec, args, (broker, bport, bare_port, rport), skipped)
     finally:
         for proc in procs:
             stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
+    rec.write()
+
+
+def run_phases(rec: Recorder, args: argparse.Namespace,
+               servers: tuple[subprocess.Popen[bytes], int, int, int | None], skipped: str | None) -> None:
+    broker, bport, bare_port, rport = servers
+    phases = set(args.phases.split(","))
+    if "batch" in phases:
+        phase_batch_produce(rec, args, bport, rport, skipped)
+    rate = phase_single_produce(rec, args, bport, bare_port) if "single" in phases or args.soak_s > 0 else 0.0
+    if "pull" in phases:
+        phase_pull(rec, bport, rport, skipped)
+    if "latency" in phases:
+        phase_latency(rec, args, bport)
+    if args.soak_s > 0:
+        phase_soak(rec, args, bport, broker.pid, rate)
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def longpoll_latency(port: int, topic: str, rate: int, duration: float) -> dict[
     asyncio.run(produce())
     latencies = sorted(out.get(timeout=duration + 60))
     consumer.join(30)
-    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
     return {"n": len(latencies), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": latencies[-1]}
 
 

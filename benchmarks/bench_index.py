@@ -1,6 +1,6 @@
 """Throughput of IndexService.dispatch: 10,000-record batches, one key each.
 
-    python benchmarks/bench_index.py [--batches 200] [--batch-size 10000]
+    python benchmarks/bench_index.py [--batches 200] [--batch-size 10000] [--json-out PATH]
 
 Prints msg/s for dispatch (wall clock, and per CPU-second of this process,
 which is steadier on a shared machine) (hash keys + put_batch, rolls included) and for
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.results import Measure, Recorder
 from store.config import StoreConfig
 from store.dispatch import DispatchBatch
 from store.index_service import IndexService
@@ -53,28 +54,44 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=20_000)
+    parser.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = parser.parse_args()
-    config = StoreConfig()
+    rec = Recorder("index", args.json_out, {"batches": args.batches, "batch_size": args.batch_size,
+                                            "queries": args.queries})
+    rec.phase(f"key index: build {args.batches} batches of {args.batch_size:,}")
     batches = [make_batch(b * args.batch_size * 200, args.batch_size, b * args.batch_size)
                for b in range(args.batches)]
-    total = args.batches * args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
-        index = IndexService(Path(tmp), config.index_slots, config.index_entries)
-        index.load()
-        start, cpu_start = time.perf_counter(), time.process_time()
-        for batch in batches:
-            index.dispatch(batch)
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        print(f"dispatch: {total:,} msgs in {elapsed:.3f} s = {total / elapsed:,.0f} msg/s "
-              f"({total / cpu:,.0f} msg per CPU-second; {len(index.files())} index files, "
-              f"batch {args.batch_size:,})")
-        keys = [f"key-{random.randrange(total):012d}" for _ in range(args.queries)]
-        start = time.perf_counter()
-        hits = sum(len(index.query("benchtopic", key, 0, 1 << 62, 8)) for key in keys)
-        elapsed = time.perf_counter() - start
-        print(f"query: {args.queries:,} lookups in {elapsed:.3f} s = {args.queries / elapsed:,.0f} queries/s "
-              f"({hits:,} hits)")
-        index.close()
+        run(rec, Path(tmp), batches, args)
+    rec.write()
+
+
+def run(rec: Recorder, tmp: Path, batches: list[DispatchBatch], args: argparse.Namespace) -> None:
+    config = StoreConfig()
+    total = args.batches * args.batch_size
+    index = IndexService(tmp, config.index_slots, config.index_entries)
+    index.load()
+    rec.phase(f"key index: dispatch {total:,} keys")
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for batch in batches:
+        index.dispatch(batch)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    rec.add(Measure("store.index", f"key index alone (IndexService.dispatch, batches of {args.batch_size:,})",
+                    total / elapsed, "keys/s", details={"keys": total, "keys_per_cpu_s": total / cpu,
+                                                        "index_files": len(index.files())}))
+    print(f"dispatch: {total:,} msgs in {elapsed:.3f} s = {total / elapsed:,.0f} msg/s "
+          f"({total / cpu:,.0f} msg per CPU-second; {len(index.files())} index files, "
+          f"batch {args.batch_size:,})")
+    rec.phase(f"key index: {args.queries:,} lookups")
+    keys = [f"key-{random.randrange(total):012d}" for _ in range(args.queries)]
+    start = time.perf_counter()
+    hits = sum(len(index.query("benchtopic", key, 0, 1 << 62, 8)) for key in keys)
+    elapsed = time.perf_counter() - start
+    rec.add(Measure("store.index_query", "key index lookups (one key, up to 8 hits)", args.queries / elapsed,
+                    "queries/s", details={"queries": args.queries, "hits": hits}))
+    print(f"query: {args.queries:,} lookups in {elapsed:.3f} s = {args.queries / elapsed:,.0f} queries/s "
+          f"({hits:,} hits)")
+    index.close()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Delta mirror benchmark: produce rate with the mirror off vs on, mirror lag,
 mirrored rows/s, and a GROUP BY over many mirrored rows in the embedded engine.
 
-    python benchmarks/bench_mirror.py --duration 60 --rate 100000 --groupby-rows 10000000
+    python benchmarks/bench_mirror.py --duration 60 --rate 100000 --groupby-rows 10000000 [--json-out PATH]
 
 Each mode starts a real broker subprocess (127.0.0.1, fresh data dir) and
 produces Arrow bulk batches from ``--producers`` threads, paced to ``--rate``
@@ -33,7 +33,8 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from connectors import MESSAGE_SCHEMA, run_sql  # noqa: E402
+from benchmarks.results import Measure, Recorder, Target
+from connectors import MESSAGE_SCHEMA, run_sql
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -135,7 +136,7 @@ def wait_caught_up(url: str, timeout_s: float) -> float:
         if httpx.get(url + "/v1/broker", timeout=10).json()["mirror"]["lag_bytes"] == 0:
             return time.monotonic() - t0
         time.sleep(0.1)
-    return float("nan")
+    raise RuntimeError(f"the mirror did not catch up within {timeout_s:g} s after producing stopped")
 
 
 def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path) -> dict[str, Any]:
@@ -244,29 +245,55 @@ def main() -> None:
                    help="messages in an in-process store that a fresh mirror reads back (0 skips)")
     p.add_argument("--catch-up-timeout", type=float, default=300.0)
     p.add_argument("--skip-produce", action="store_true")
+    p.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = p.parse_args()
+    rec = Recorder("mirror", args.json_out, {k: v for k, v in vars(args).items() if k != "json_out"})
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
     try:
         if not args.skip_produce:
-            payload = arrow_payload(args.batch, args.body_bytes)
-            off = run_mode(args, False, payload, work)
-            on = run_mode(args, True, payload, work)
-            print(f"produce, mirror off: {off['rate']:,.0f} msg/s ({off['messages']:,} in {off['seconds']:.1f} s)")
-            print(f"produce, mirror on:  {on['rate']:,.0f} msg/s ({on['messages']:,} in {on['seconds']:.1f} s); "
-                  f"on/off = {on['rate'] / off['rate']:.2f}")
-            print(f"mirror: {on['rows']:,} rows, {on['mirrored_rows_per_s']:,.0f} rows/s, max lag "
-                  f"{on['max_lag_s']:.2f} s / {on['max_lag_bytes']:,} bytes, caught up {on['catch_up_s']:.2f} s "
-                  "after producing stopped")
+            produce_modes(rec, args, work)
         if args.catchup_messages:
+            rec.phase(f"mirror catch-up over {args.catchup_messages:,} stored messages")
             c = catch_up(args, work)
+            rec.add(Measure("mirror.catchup", f"mirror catch-up from the CommitLog ({c['rows']:,} stored messages)",
+                            c["rows"] / c["seconds"], "rows/s", details=c))
             print(f"mirror catch-up from the CommitLog: {c['rows']:,} rows in {c['seconds']:.2f} s = "
                   f"{c['rows'] / c['seconds']:,.0f} rows/s ({c['commits']} commits)")
         if args.groupby_rows:
+            rec.phase(f"GROUP BY over {args.groupby_rows:,} mirrored-layout rows")
             g = group_by(args, work)
+            rec.add(Measure("mirror.groupby", f"SQL GROUP BY topic, queue_id over {g['rows']:,} mirrored-layout rows, "
+                            "embedded engine, best of 3", g["best_s"], "s", details=g))
             print(f"GROUP BY topic, queue_id over {g['rows']:,} rows: best {g['best_s']:.2f} s "
                   f"(runs {', '.join(f'{r:.2f}' for r in g['runs_s'])}; table written in {g['write_s']:.1f} s)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    rec.write()
+
+
+def produce_modes(rec: Recorder, args: argparse.Namespace, work: Path) -> None:
+    """Produce with the mirror off, then on; record the rates, the lag and the mirrored rows/s."""
+    payload = arrow_payload(args.batch, args.body_bytes)
+    rec.phase(f"produce with the mirror off ({args.duration:g} s)")
+    off = run_mode(args, False, payload, work)
+    rec.phase(f"produce with the mirror on ({args.duration:g} s), then catch up")
+    on = run_mode(args, True, payload, work)
+    how = (f"Arrow bulk, {args.producers} producers × {args.batch} msgs of {args.body_bytes} B, "
+           f"paced to ≤ {args.rate:,.0f} msg/s, {args.duration:g} s")
+    rec.add(Measure("mirror.produce", f"HTTP produce with the Delta mirror on ({how})", on["rate"], "msg/s",
+                    peer="mirror off", peer_value=off["rate"], targets=(Target(">=", 0.8, "ratio"),),
+                    details={"on": on, "off": off}))
+    rec.add(Measure("mirror.lag", "mirror lag while producing, max of samples every 0.25 s", on["max_lag_s"], "s",
+                    targets=(Target("<=", 5.0),),
+                    details={"max_lag_bytes": on["max_lag_bytes"], "catch_up_s": on["catch_up_s"]}))
+    rec.add(Measure("mirror.rows", "rows mirrored into Delta per second while producing", on["mirrored_rows_per_s"],
+                    "rows/s", details={"rows": on["rows"]}))
+    print(f"produce, mirror off: {off['rate']:,.0f} msg/s ({off['messages']:,} in {off['seconds']:.1f} s)")
+    print(f"produce, mirror on:  {on['rate']:,.0f} msg/s ({on['messages']:,} in {on['seconds']:.1f} s); "
+          f"on/off = {on['rate'] / off['rate']:.2f}")
+    print(f"mirror: {on['rows']:,} rows, {on['mirrored_rows_per_s']:,.0f} rows/s, max lag "
+          f"{on['max_lag_s']:.2f} s / {on['max_lag_bytes']:,} bytes, caught up {on['catch_up_s']:.2f} s "
+          "after producing stopped")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Spark benchmarks for the sparkmq data source (issue 4).
 
-    python benchmarks/bench_spark.py [--rows 1000000] [--sink-rows 200000] [--latency-s 15]
+    python benchmarks/bench_spark.py [--rows 1000000] [--sink-rows 200000] [--latency-s 15] [--json-out PATH]
 
 Starts a broker subprocess (127.0.0.1, free port, temp data dir, Delta mirror
 off), a local[2] SparkSession, and measures in one run:
@@ -33,6 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 import streaming
+from benchmarks.results import Measure, Recorder, Target
 from streaming.schema import ARROW_SCHEMA, spark_schema
 
 QUEUES = 4
@@ -176,19 +177,25 @@ def _report(label: str, wall: float, busy: float, rows: int) -> float:
     return rows / wall
 
 
-def bench_read(spark: Any, url: str, rows: int, tmp: Path) -> None:
+def bench_read(rec: Recorder, spark: Any, url: str, rows: int, tmp: Path) -> None:
+    rec.phase("readStream warm-up")
     spark.dataSource.register(ToySource)
     warm = spark.readStream.format("toyarrow").option("rows", "100000").load()
     _available_now(warm, tmp, "warmup")  # python workers, JIT
+    rec.phase(f"readStream {rows:,} rows from the toy in-memory source")
     toy = spark.readStream.format("toyarrow").option("rows", str(rows)).load()
     r_toy = _report("toy in-memory Arrow source", *_available_now(toy, tmp, "toy"))
+    rec.phase(f"readStream {rows:,} rows from sparkmq")
     mq = (spark.readStream.format("sparkmq").option("endpoint", url).option("subscribe", "bench")
           .option("startingOffsets", "earliest").load())
     r_mq = _report("sparkmq, 4 queues, 100 B", *_available_now(mq, tmp, "mq"))
     print(f"read  sparkmq / toy (wall)     : {r_mq / r_toy:.2f}x")
+    rec.add(Measure("spark.read", f"Spark readStream AvailableNow → noop, {rows:,} rows of 100 B, 4 queues, local[2]",
+                    r_mq, "rows/s", peer="toy in-memory Arrow source", peer_value=r_toy,
+                    targets=(Target(">=", 1_000_000), Target(">=", 0.25, "ratio"))))
 
 
-def bench_pull(url: str) -> None:
+def bench_pull(rec: Recorder, url: str) -> None:
     """The broker's Arrow pull alone (one client, 10k-message pages), for reference."""
     from streaming.client import BrokerClient
     from streaming.options import ClientConfig
@@ -203,9 +210,12 @@ def bench_pull(url: str) -> None:
         elapsed = time.perf_counter() - started
     print(f"pull  broker Arrow pull, 1 client  : {n:>9,} msgs in {elapsed:6.2f} s = "
           f"{n / elapsed:>10,.0f} msgs/s")
+    rec.add(Measure("spark.pull", "the broker's Arrow pull alone, as the source does it (1 client, 10k pages)",
+                    n / elapsed, "msg/s", details={"messages": n}))
 
 
-def bench_latency(spark: Any, url: str, seconds: float, tmp: Path) -> None:
+def bench_latency(rec: Recorder, spark: Any, url: str, seconds: float, tmp: Path) -> None:
+    rec.phase(f"produce -> foreachBatch latency ({seconds:g} s of 5 msg/s)")
     httpx.post(f"{url}/v1/topics", json={"name": "lat", "queues": QUEUES}, timeout=30)
     lags: list[float] = []
 
@@ -227,14 +237,19 @@ def bench_latency(spark: Any, url: str, seconds: float, tmp: Path) -> None:
     q.stop()
     lags.sort()
     if not lags:
-        print("latency: no message seen")
-        return
+        raise RuntimeError("latency: no produced message reached foreachBatch")
     p95 = lags[min(len(lags) - 1, int(len(lags) * 0.95))]
+    what = "produce → visible in foreachBatch, processingTime 0, 5 msg/s"
+    details = {"n": len(lags), "p50_ms": statistics.median(lags) * 1000, "p95_ms": p95 * 1000}
+    rec.add(Measure("spark.latency_p50", f"{what}, p50", details["p50_ms"], "ms",
+                    targets=(Target("<=", 1000.0),), details=details))
+    rec.add(Measure("spark.latency_p95", f"{what}, p95", details["p95_ms"], "ms", details=details))
     print(f"latency produce -> foreachBatch (processingTime 0): n={len(lags)} "
           f"p50={statistics.median(lags) * 1000:.0f} ms p95={p95 * 1000:.0f} ms")
 
 
-def bench_sink(spark: Any, url: str, rows: int, tmp: Path) -> None:
+def bench_sink(rec: Recorder, spark: Any, url: str, rows: int, tmp: Path) -> None:
+    rec.phase(f"writeStream {rows:,} rows into sparkmq (exactly once)")
     httpx.post(f"{url}/v1/topics", json={"name": "sinkout", "queues": QUEUES}, timeout=30)
     df = (spark.readStream.format("toyarrow").option("rows", str(rows)).load()
           .selectExpr("value", "queue_id"))
@@ -247,6 +262,8 @@ def bench_sink(spark: Any, url: str, rows: int, tmp: Path) -> None:
     n = sum(p["numInputRows"] for p in q.recentProgress)
     print(f"sink  writeStream sparkmq (exactly-once): {n:>9,} rows in {elapsed:6.2f} s = "
           f"{n / elapsed:>11,.0f} rows/s")
+    rec.add(Measure("spark.sink", f"Spark writeStream into sparkmq, exactly once (transactional), {n:,} rows",
+                    n / elapsed, "rows/s", details={"rows": n, "seconds": elapsed}))
 
 
 def main() -> None:
@@ -254,32 +271,46 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--sink-rows", type=int, default=200_000)
     ap.add_argument("--latency-s", type=float, default=15.0)
+    ap.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = ap.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
+    rec = Recorder("spark", args.json_out, {"rows": args.rows, "sink_rows": args.sink_rows,
+                                            "latency_s": args.latency_s})
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as d:
         tmp = Path(d)
+        rec.phase("starting a broker")
         proc, url = start_broker(tmp / "data")
         try:
+            rec.phase(f"producing {args.rows:,} messages")
             rate = produce_bulk(url, "bench", args.rows)
             print(f"setup produced {args.rows:,} x {VALUE} B over {QUEUES} queues ({rate:,.0f} msgs/s)")
-            spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
-                     .config("spark.ui.enabled", "false")
-                     .config("spark.ui.showConsoleProgress", "false")
-                     .config("spark.sql.shuffle.partitions", "2")
-                     .config("spark.driver.bindAddress", "127.0.0.1")
-                     .config("spark.driver.host", "127.0.0.1").getOrCreate())
-            spark.sparkContext.setLogLevel("ERROR")
-            streaming.register(spark)
-            bench_pull(url)
-            bench_read(spark, url, args.rows, tmp)
-            bench_latency(spark, url, args.latency_s, tmp)
-            bench_sink(spark, url, args.sink_rows, tmp)
-            spark.stop()
+            run(rec, args, url, tmp)
         finally:
             proc.terminate()
             proc.wait(30)
+    rec.write()
+
+
+def run(rec: Recorder, args: argparse.Namespace, url: str, tmp: Path) -> None:
+    from pyspark.sql import SparkSession
+
+    rec.phase("starting Spark (local[2])")
+    spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        streaming.register(spark)
+        rec.phase("the broker's Arrow pull alone")
+        bench_pull(rec, url)
+        bench_read(rec, spark, url, args.rows, tmp)
+        bench_latency(rec, spark, url, args.latency_s, tmp)
+        bench_sink(rec, spark, url, args.sink_rows, tmp)
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Message store benchmark (issue 2 targets).
 
-    python benchmarks/bench_store.py [--messages 1000000] [--dir /tmp/sparkmq-bench]
+    python benchmarks/bench_store.py [--messages 1000000] [--dir /tmp/sparkmq-bench] [--json-out PATH]
 
 Messages: 100-byte bodies, a 10-character topic, one key and one tag.
 Reports, each measured in this run:
@@ -8,6 +8,7 @@ Reports, each measured in this run:
   dispatch ConsumeQueue + index rebuild from the CommitLog (msg/s)
   sync     SYNC flush, 32 producer threads, one message per put (msg/s),
            next to a peer: one fdatasync per message, same directory
+           (the two alternate in 4 slices, so other load hits both alike)
   read     get_messages in pages of 1000 (msg/s), and get_message_batch (columns)
   recovery abnormal recovery with no usable safe point: CRC scan of the whole log (s/GiB)
 """
@@ -22,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.results import Measure, Recorder, Target
 from store import Message, MessageStore, StoreConfig
 
 TOPIC = "bench-topc"  # 10 characters
@@ -98,20 +100,18 @@ def bench_recovery(root: Path) -> float:
     return seconds / (int(size) / (1 << 30))  # type: ignore[call-overload]
 
 
-def bench_sync(root: Path, seconds: float, threads: int = 32) -> tuple[float, float]:
-    # Peer: one fdatasync per message on a plain file in the same directory.
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / "peer.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def _peer_slice(fd: int, seconds: float) -> tuple[int, float]:
+    """The peer: one 200-byte write + fdatasync per message on a plain file; (messages, seconds)."""
     rec, count, t0 = b"y" * 200, 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         os.write(fd, rec)
         os.fdatasync(fd)
         count += 1
-    peer = count / (time.perf_counter() - t0)
-    os.close(fd)
+    return count, time.perf_counter() - t0
 
-    store = MessageStore(_config(root / "sync", "sync"))
-    store.start()
+
+def _store_slice(store: MessageStore, seconds: float, threads: int) -> tuple[int, float]:
+    """``threads`` producers, one message per SYNC put, for ``seconds``; (messages, seconds)."""
     done = [0] * threads
     stop = time.perf_counter() + seconds
 
@@ -127,9 +127,26 @@ def bench_sync(root: Path, seconds: float, threads: int = 32) -> tuple[float, fl
         w.start()
     for w in workers:
         w.join()
-    ours = sum(done) / (time.perf_counter() - t0)
-    store.shutdown()
-    return ours, peer
+    return sum(done), time.perf_counter() - t0
+
+
+def bench_sync(root: Path, seconds: float, threads: int = 32, slices: int = 4) -> tuple[float, float]:
+    """(store msg/s, peer msg/s); the two alternate in ``slices`` slices so other load hits both alike."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / "peer.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    store = MessageStore(_config(root / "sync", "sync"))
+    store.start()
+    ours, ours_s, peer, peer_s = 0, 0.0, 0, 0.0
+    try:
+        for _ in range(slices):
+            n, t = _peer_slice(fd, seconds / slices)
+            peer, peer_s = peer + n, peer_s + t
+            n, t = _store_slice(store, seconds / slices, threads)
+            ours, ours_s = ours + n, ours_s + t
+    finally:
+        store.shutdown()
+        os.close(fd)
+    return ours / ours_s, peer / peer_s
 
 
 def main() -> None:
@@ -137,20 +154,47 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--dir", default="/tmp/sparkmq-bench-store")
     ap.add_argument("--sync-seconds", type=float, default=5.0)
+    ap.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = ap.parse_args()
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)
     n = args.messages - args.messages % BATCH
+    rec = Recorder("store", args.json_out, {"messages": n, "sync_seconds": args.sync_seconds})
+    try:
+        run(rec, root, n, args.sync_seconds)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    rec.write()
+
+
+def run(rec: Recorder, root: Path, n: int, sync_seconds: float) -> None:
     log = root / "log"
-    print(f"append   {bench_append(log, n):>12,.0f} msg/s  (batches of {BATCH}, ASYNC)")
-    print(f"dispatch {bench_dispatch(log, n):>12,.0f} msg/s  (ConsumeQueue + index rebuild)")
-    print(f"read     {bench_read(log, n, False):>12,.0f} msg/s  (get_messages, pages of {BATCH})")
-    print(f"read     {bench_read(log, n, True):>12,.0f} msg/s  (get_message_batch: columns, pages of {BATCH})")
-    print(f"recovery {bench_recovery(log):>12.2f} s/GiB  (abnormal: CRC scan of the whole CommitLog)")
-    ours, peer = bench_sync(root / "sync", args.sync_seconds)
+    rec.phase(f"append {n:,} messages (ASYNC flush)")
+    rate = rec.add(Measure("store.append", f"batch append, ASYNC flush, {n:,} msgs in batches of {BATCH}",
+                           bench_append(log, n), "msg/s", targets=(Target(">=", 2_000_000),))).value
+    print(f"append   {rate:>12,.0f} msg/s  (batches of {BATCH}, ASYNC)")
+    rec.phase("dispatch: rebuild ConsumeQueues + index")
+    rate = rec.add(Measure("store.dispatch", "dispatch (ConsumeQueue + index), rebuild from the CommitLog",
+                           bench_dispatch(log, n), "msg/s", targets=(Target(">=", 1_000_000),))).value
+    print(f"dispatch {rate:>12,.0f} msg/s  (ConsumeQueue + index rebuild)")
+    rec.phase("read back with get_messages")
+    rate = rec.add(Measure("store.read", f"read back, get_messages, pages of {BATCH}",
+                           bench_read(log, n, False), "msg/s", targets=(Target(">=", 1_500_000),))).value
+    print(f"read     {rate:>12,.0f} msg/s  (get_messages, pages of {BATCH})")
+    rec.phase("read back with get_message_batch")
+    rate = rec.add(Measure("store.read_columns", f"read back, get_message_batch (columns), pages of {BATCH}",
+                           bench_read(log, n, True), "msg/s", targets=(Target(">=", 1_500_000),))).value
+    print(f"read     {rate:>12,.0f} msg/s  (get_message_batch: columns, pages of {BATCH})")
+    rec.phase("abnormal recovery: CRC scan of the CommitLog")
+    per_gib = rec.add(Measure("store.recovery", "abnormal recovery, CRC scan of the whole CommitLog",
+                              bench_recovery(log), "s/GiB", targets=(Target("<=", 5.0),))).value
+    print(f"recovery {per_gib:>12.2f} s/GiB  (abnormal: CRC scan of the whole CommitLog)")
+    rec.phase(f"SYNC flush, 32 threads, vs fdatasync per message ({sync_seconds:g} s each)")
+    ours, peer = bench_sync(root / "sync", sync_seconds)
+    rec.add(Measure("store.sync", "SYNC flush, 32 threads, one message per put", ours, "msg/s",
+                    peer="fdatasync per 200 B write", peer_value=peer, targets=(Target(">=", 10.0, "ratio"),)))
     print(f"sync     {ours:>12,.0f} msg/s  (32 threads, group commit) vs {peer:,.0f} msg/s fdatasync-per-message"
           f" = {ours / peer:.1f}x")
-    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

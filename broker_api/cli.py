@@ -3,12 +3,14 @@
     sparkmq serve [--host H] [--port P] [--data-dir D] [--config F] [--flush-mode sync|async]
                   [--namesrv A;B] [--cluster C] [--broker-name N] [--broker-id I]
     sparkmq namesrv [--host H] [--port P] [--config F]
-    sparkmq topic create|list|describe|delete ...
-    sparkmq produce TOPIC [BODY ...]      (bodies from stdin, one per line, when none given)
-    sparkmq consume TOPIC [--group G] [--follow]
-    sparkmq groups [GROUP]
-    sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]
-    sparkmq sql "SELECT ..."              (over the Delta mirror)
+    sparkmq topic create|list|describe|delete ...        (cli_topic)
+    sparkmq produce TOPIC [BODY ...] [--file PATH]       (cli_produce; stdin lines when no body)
+    sparkmq consume TOPIC [--group G] [--follow]         (cli_consume)
+    sparkmq groups [GROUP]; sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]   (cli_groups)
+    sparkmq sql "SELECT ..."                             (cli_sql, over the Delta mirror)
+
+Output rules (stdout for data, stderr for progress and one-line errors) are
+in ``cli_client``.
 
 Client commands reach the broker at ``--url`` (env ``SPARKMQ_URL``,
 default http://127.0.0.1:8080), or with ``--namesrv`` (env ``SPARKMQ_NAMESRV``)
@@ -17,53 +19,66 @@ the brokers the NameServers route the topic to (see ``broker_api.client``).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
-from .cli_client import (
-    DEFAULT_URL,
-    Namesrv,
-    Url,
-    console,
-    fail,
-    open_client,
-    print_table,
-)
+from .cli_bench import bench_command
+from .cli_client import check_listen_address, fail, note, validation_summary
 from .cli_consume import consume
+from .cli_groups import groups, offsets
+from .cli_produce import produce
 from .cli_sql import sql_command
+from .cli_topic import topic_app
 from .namesrv.cli import namesrv_command
 from .settings import load_settings
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(help="sparkmq: a RocketMQ-style broker for Spark Structured Streaming.",
-                  no_args_is_help=True, add_completion=False)
-topic_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
-app.add_typer(topic_app, name="topic")
-app.command("consume")(consume)
-
+app = typer.Typer(
+    help="sparkmq: a RocketMQ-style broker for Spark Structured Streaming.\n\n"
+         "Client commands reach the broker at --url (env SPARKMQ_URL, default http://127.0.0.1:8080), "
+         "or the brokers the NameServers route to with --namesrv (env SPARKMQ_NAMESRV). "
+         "Run `sparkmq COMMAND --help` for a command's options and examples.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
 
 @app.command()
 def serve(
-    host: Annotated[Optional[str], typer.Option(help="Listen address [default: 127.0.0.1].")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Listen port [default: 8080].")] = None,
-    data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="Data directory [default: ./data].")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="TOML settings file [default: ./conf/broker.toml].")] = None,
-    flush_mode: Annotated[Optional[str], typer.Option("--flush-mode", help="sync | async [default: async].")] = None,
-    log_level: Annotated[Optional[str], typer.Option("--log-level", help="debug|info|warning|error.")] = None,
-    namesrv: Annotated[Optional[str], typer.Option(
-        "--namesrv", help="NameServers to register with, \"host:port;host:port\" [default: none].")] = None,
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name [default: DefaultCluster].")] = None,
-    broker_name: Annotated[Optional[str], typer.Option(
-        "--broker-name", help="Broker name; a master and its slaves share it [default: broker-a].")] = None,
-    broker_id: Annotated[Optional[int], typer.Option(
-        "--broker-id", min=0, help="0 = master, > 0 = slave [default: 0].")] = None,
+    host: Annotated[str | None, typer.Option(help="Listen address (default: 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port (default: 8080; 0 = any free port).")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data directory (default: ./data).")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML settings file (default: ./conf/broker.toml).")] = None,
+    flush_mode: Annotated[str | None, typer.Option("--flush-mode", help="sync | async (default: async).")] = None,
+    log_level: Annotated[str | None, typer.Option("--log-level", help="debug | info | warning | error.")] = None,
+    namesrv: Annotated[str | None, typer.Option(
+        "--namesrv", help="NameServers to register with, \"host:port;host:port\" (default: none).")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster name (default: DefaultCluster).")] = None,
+    broker_name: Annotated[str | None, typer.Option(
+        "--broker-name", help="Broker name; a master and its slaves share it (default: broker-a).")] = None,
+    broker_id: Annotated[int | None, typer.Option(
+        "--broker-id", min=0, help="0 = master, > 0 = slave (default: 0).")] = None,
 ) -> None:
-    """Run a broker (settings: flags > SPARKMQ_* env > TOML file > defaults)."""
+    """Run a broker on its embedded defaults.
+
+    Settings: flags > SPARKMQ_<SECTION>__<FIELD> environment > TOML file >
+    defaults (see the configuration reference in the README). Prints one line
+    when ready; Ctrl-C or SIGTERM shuts down cleanly.
+
+    Examples:
+
+      sparkmq serve
+
+      sparkmq serve --port 8081 --data-dir ./data-b --flush-mode sync
+
+      sparkmq serve --namesrv 127.0.0.1:9876 --cluster c1 --broker-name broker-a
+    """
     from .server import serve as run_server
 
     flags = {"host": host, "port": port, "data_dir": str(data_dir) if data_dir else None, "log_level": log_level,
@@ -75,148 +90,25 @@ def serve(
     except FileNotFoundError as exc:
         fail(str(exc))
     except ValidationError as exc:
-        fail(f"invalid settings: {exc}")
+        fail(f"invalid settings: {validation_summary(exc)}")
+    check_listen_address(settings.broker.host, settings.broker.port, "broker")
     run_server(settings)
 
 
-@topic_app.command("create")
-def topic_create(
-    name: str,
-    queues: Annotated[Optional[int], typer.Option(help="Number of queues [default: broker's default].")] = None,
-    perm: Annotated[str, typer.Option(help="rw | r | w")] = "rw",
-    cluster: Annotated[Optional[str], typer.Option(help="With --namesrv: only this cluster's masters.")] = None,
-    url: Url = DEFAULT_URL,
-    namesrv: Namesrv = None,
-) -> None:
-    """Create a topic (with --namesrv: on every master broker)."""
-    with open_client(url, namesrv) as c:
-        created = c.create_topic(name, queues, perm, cluster=cluster)
-    for broker, t in created.items():
-        console.print(f"topic {t['name']}: {t['queues']} queues, perm {t['perm']!r} on {broker}")
-
-
-@topic_app.command("list")
-def topic_list(url: Url = DEFAULT_URL, namesrv: Namesrv = None) -> None:
-    """List topics."""
-    with open_client(url, namesrv) as c:
-        per_broker = c.topics()
-    print_table(["topic", "broker", "queues", "perm"],
-                sorted((t["name"], b, t["queues"], t["perm"]) for b, topics in per_broker.items() for t in topics))
-
-
-@topic_app.command("describe")
-def topic_describe(name: str, url: Url = DEFAULT_URL, namesrv: Namesrv = None) -> None:
-    """Show a topic's queues and offsets."""
-    with open_client(url, namesrv) as c:
-        per_broker = c.describe_topic(name)
-    for broker, t in per_broker.items():
-        rows = [(q["queue_id"], q["min_offset"], q["max_offset"], q["max_offset"] - q["min_offset"])
-                for q in t["queue_offsets"]]
-        print_table(["queue", "min offset", "max offset", "messages"], rows,
-                    title=f"{t['name']} on {broker} (perm {t['perm']!r}, {t['messages']} messages)")
-
-
-@topic_app.command("delete")
-def topic_delete(
-    name: str,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    url: Url = DEFAULT_URL,
-    namesrv: Namesrv = None,
-) -> None:
-    """Delete a topic and all its messages (with --namesrv: on every broker serving it)."""
-    if not yes:
-        typer.confirm(f"delete topic {name!r} and all its messages?", abort=True)
-    with open_client(url, namesrv) as c:
-        brokers = c.delete_topic(name)
-    console.print(f"deleted topic {name} on {', '.join(brokers)}")
-
-
-@app.command()
-def produce(
-    topic: str,
-    bodies: Annotated[Optional[list[str]], typer.Argument(help="Message bodies; stdin lines if none.")] = None,
-    key: Annotated[Optional[list[str]], typer.Option("--key", "-k", help="Key (repeatable).")] = None,
-    tag: Annotated[Optional[str], typer.Option("--tag", "-t", help="Tag.")] = None,
-    queue: Annotated[Optional[int], typer.Option(help="Explicit queue id.")] = None,
-    url: Url = DEFAULT_URL,
-    namesrv: Namesrv = None,
-) -> None:
-    """Produce messages (arguments, or one per stdin line)."""
-    import sys
-
-    lines = bodies if bodies else (line.rstrip("\n") for line in sys.stdin)
-    extra = {"keys": key or [], **({"tags": tag} if tag else {}), **({"queue_id": queue} if queue is not None else {})}
-    total, batch = 0, []
-    with open_client(url, namesrv) as c:
-        for line in lines:
-            batch.append({"body": line, **extra})
-            if len(batch) == 1000:
-                total += len(c.produce(topic, batch))
-                batch = []
-        if batch:
-            results = c.produce(topic, batch)
-            total += len(results)
-            if total == len(results) and total <= 10:
-                print_table(["msg_id", "broker", "queue", "offset"],
-                            [(r.msg_id, r.broker, r.queue_id, r.queue_offset) for r in results])
-    console.print(f"produced {total} message(s) to {topic}")
-
-
-@app.command()
-def groups(
-    group: Annotated[Optional[str], typer.Argument(help="Describe this group.")] = None,
-    url: Url = DEFAULT_URL,
-    namesrv: Namesrv = None,
-) -> None:
-    """List consumer groups, or show one group's offsets and lag."""
-    with open_client(url, namesrv) as c:
-        if group is None:
-            rows = [(g["group"], b, ",".join(g["topics"]), g["total_lag"], g["consume_enabled"])
-                    for b, gs in c.groups().items() for g in gs]
-            print_table(["group", "broker", "topics", "lag", "enabled"], rows)
-            return
-        per_broker = c.group(group)
-    for b, g in per_broker.items():
-        print_table(["topic", "queue", "committed", "max offset", "lag"],
-                    [(r["topic"], r["queue_id"], r["committed_offset"], r["max_offset"], r["lag"])
-                     for r in g["queues"]],
-                    title=f"group {group} on {b}: lag {g['total_lag']}" + ("" if g["consume_enabled"] else " (DISABLED)"))
-
-
-def _parse_sets(items: list[str]) -> dict[int, int]:
-    values: dict[int, int] = {}
-    for item in items:
-        qid, sep, off = item.partition("=")
-        if not sep or not qid.isdigit() or not off.isdigit():
-            fail(f"--set {item!r} must look like QUEUE=OFFSET, e.g. --set 0=12")
-        values[int(qid)] = int(off)
-    return values
-
-
-@app.command()
-def offsets(
-    group: str,
-    topic: Annotated[str, typer.Option(help="Topic.")],
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="QUEUE=OFFSET to commit (repeatable).")] = None,
-    broker: Annotated[Optional[str], typer.Option(help="With --namesrv: the broker whose queues --set sets.")] = None,
-    url: Url = DEFAULT_URL,
-    namesrv: Namesrv = None,
-) -> None:
-    """Show a group's committed offsets on a topic, or set them with --set."""
-    values = _parse_sets(set_) if set_ else {}
-    with open_client(url, namesrv) as c:
-        if values:
-            c.commit_offsets(group, topic, values, broker=broker)
-        got = c.get_offsets(group, topic)
-    print_table(["broker", "queue", "next offset"],
-                sorted((b, q, o) for b, per_queue in got.items() for q, o in per_queue.items()),
-                title=f"group {group} on {topic}")
-
-
+app.add_typer(topic_app, name="topic")
+app.command("produce")(produce)
+app.command("consume")(consume)
+app.command("groups")(groups)
+app.command("offsets")(offsets)
 app.command("sql")(sql_command)
+app.command("bench")(bench_command)
 app.command("namesrv")(namesrv_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: errors no command translated still end as one ``error:`` line."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen failure: one line, never a traceback
+        note(f"error: {type(exc).__name__}: {exc}")
+        sys.exit(1)

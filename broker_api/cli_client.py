@@ -1,35 +1,105 @@
-"""The CLI's small HTTP client and output helpers."""
+"""The CLI's shared options, client opener and output helpers.
+
+Output rules every command follows:
+
+* data (tables, messages, JSON) goes to stdout; progress, counts and errors
+  go to stderr, so ``sparkmq consume orders > out.jsonl`` keeps a clean file;
+* an error is exactly one line, ``error: <what was wrong and what to do>``,
+  on stderr, never wrapped at the terminal width, with exit status 1;
+* tables have a title and headers, numbers are right-aligned, and ``--json``
+  prints the same data for scripts.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any, Iterable, Optional, Sequence
+from typing import Annotated, Any, NoReturn
 
-import httpx
+import click
+import orjson
 import typer
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from .client import SparkMQClient
+from .client import BrokerUnreachableError, SparkMQClient
 from .errors import BrokerError
 
-__all__ = ["DEFAULT_URL", "CliClient", "Namesrv", "Url", "console", "fail", "open_client", "print_table"]
+__all__ = [
+    "DEFAULT_URL",
+    "AsJson",
+    "Namesrv",
+    "Url",
+    "check_listen_address",
+    "console",
+    "fail",
+    "note",
+    "open_client",
+    "print_json",
+    "print_table",
+    "say",
+    "validation_summary",
+]
 
 Url = Annotated[str, typer.Option("--url", envvar="SPARKMQ_URL", help="Broker base URL.")]
-Namesrv = Annotated[Optional[str], typer.Option(
+Namesrv = Annotated[str | None, typer.Option(
     "--namesrv", envvar="SPARKMQ_NAMESRV",
     help="NameServers \"host:port;host:port\": route to the brokers serving the topic (instead of --url).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (for scripts).")]
 DEFAULT_URL = "http://127.0.0.1:8080"
 
-console = Console()
-_err = Console(stderr=True)
+# Piped stdout gets a wide console so tables and lines are never cut at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 400, highlight=False)
 
 
-def fail(message: str, code: int = 1) -> None:
-    """Print ``error: message`` to stderr and exit non-zero."""
-    _err.print(f"[bold red]error:[/] {message}", highlight=False)
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``error: message`` as one line on stderr and exit ``code``."""
+    click.echo(click.style("error:", fg="red", bold=True) + " " + _one_line(message), err=True)
     raise typer.Exit(code)
+
+
+def note(message: str) -> None:
+    """A status line for people (counts, summaries) on stderr, unwrapped."""
+    click.echo(_one_line(message), err=True)
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``store.flush_mode: Input should be 'sync' or 'async'; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+
+
+def say(message: str) -> None:
+    """A result line on stdout, unwrapped (rich markup allowed)."""
+    console.print(message, soft_wrap=True)
+
+
+def check_listen_address(host: str, port: int, what: str) -> None:
+    """Exit with one ``error:`` line if ``host:port`` cannot be listened on (e.g. already in use)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; is another {what} running there? "
+                 "pick another --port")
+
+
+def _hint(namesrv: str | None) -> str:
+    if namesrv:
+        return " (is a NameServer running? start one with `sparkmq namesrv`, or check --namesrv)"
+    return " (is the broker running? start one with `sparkmq serve`, or pass --url)"
 
 
 @contextmanager
@@ -38,48 +108,42 @@ def open_client(url: str, namesrv: str | None) -> Iterator[SparkMQClient]:
     try:
         with SparkMQClient(namesrv=namesrv) if namesrv else SparkMQClient(url) as client:
             yield client
+    except BrokerUnreachableError as exc:
+        fail(exc.message + _hint(namesrv))
     except BrokerError as exc:
         code = getattr(exc, "code", None)
         status = getattr(exc, "status", None)
-        fail(exc.message + (f" ({code}, HTTP {status})" if code else ""))
+        fail(exc.message + (f" ({code}, HTTP {status})" if code and status else ""))
 
 
-class CliClient:
-    """Talks to a broker; every failure becomes a clear message and exit code 1."""
-
-    def __init__(self, url: str, timeout_s: float = 35.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> "CliClient":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            resp = self._http.request(method, path, **kwargs)
-        except httpx.ConnectError:
-            fail(f"cannot reach the broker at {self.url}; start one with `sparkmq serve` or pass --url")
-        except httpx.HTTPError as exc:
-            fail(f"request to {self.url}{path} failed: {exc}")
-        if resp.status_code >= 400:
-            try:
-                body = resp.json()
-                fail(f"{body['message']} ({body['error']}, HTTP {resp.status_code})")
-            except (ValueError, KeyError, TypeError):
-                fail(f"HTTP {resp.status_code} from {path}: {resp.text[:200]}")
-        return resp.json()
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
-    table = Table(title=title, show_edge=False, header_style="bold")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+    """A titled table on stdout; columns whose values are all numbers are right-aligned."""
+    materialized = [list(row) for row in rows]
+    if title:
+        console.print(f"[bold]{escape(title)}[/]", soft_wrap=True)
+    table = Table(show_edge=False, header_style="bold")
+    for i, column in enumerate(columns):
+        values = [row[i] for row in materialized if row[i] is not None]
+        numeric = bool(values) and all(_is_number(v) for v in values)
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=True)
+    for row in materialized:
+        table.add_row(*(Text("" if v is None else _cell(v)) for v in row))
+    if not materialized:
+        table.caption = "(none)"
     console.print(table)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout (keys sorted, so scripts and diffs are stable)."""
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    sys.stdout.flush()

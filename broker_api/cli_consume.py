@@ -1,13 +1,26 @@
-"""``sparkmq consume``: tail a topic, optionally as a consumer group (one broker or all via --namesrv)."""
+"""``sparkmq consume``: tail a topic, optionally as a consumer group (one broker or all via --namesrv).
+
+Messages go to stdout; the message count and, while a backlog is being
+caught up, a progress bar go to stderr (the bar only when stderr is a
+terminal and stdout is not, e.g. ``sparkmq consume orders > out.jsonl``).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.text import Text
 
-from .cli_client import DEFAULT_URL, Namesrv, Url, console, fail, open_client
+from .cli_client import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
+from .cli_progress import ProgressBar
 from .client import SparkMQClient
 
 __all__ = ["consume"]
@@ -17,20 +30,68 @@ _PAGE = 100
 Slot = tuple[str, int]  # (broker name, queue id)
 
 
+def consume(
+    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    group: Annotated[str | None, typer.Option(help="Consumer group: start at and commit its offsets.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep waiting for new messages.")] = False,
+    queue: Annotated[int | None, typer.Option(help="Only this queue (on every broker).")] = None,
+    start: Annotated[str, typer.Option("--from", help="earliest | latest, where a group has no offset.")] = "earliest",
+    max_messages: Annotated[int, typer.Option("--max", help="Stop after this many (0 = no limit).")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    url: Url = DEFAULT_URL,
+    namesrv: Namesrv = None,
+) -> None:
+    """Print a topic's messages; --follow tails until Ctrl-C.
+
+    Without --follow it stops once caught up. With --group it starts at the
+    group's committed offsets and commits as it goes (also on Ctrl-C), so the
+    next run continues where this one stopped. Messages go to stdout, the
+    count to stderr.
+
+    Examples:
+
+      sparkmq consume orders --group billing
+
+      sparkmq consume orders --group billing --follow
+
+      sparkmq consume orders --json --max 100 > orders.jsonl
+    """
+    if start not in ("earliest", "latest"):
+        fail("--from must be earliest or latest")
+    limit = max_messages or 1 << 62
+    with open_client(url, namesrv) as c:
+        positions, backlog = _start_positions(c, topic, queue, group, start)
+        tail = _Tail(c, topic, positions, group, as_json)
+        try:
+            tail.run(follow, limit, min(backlog, limit))
+        except KeyboardInterrupt:
+            tail.commit()
+            note(f"{tail.printed} message(s); interrupted")
+            raise typer.Exit(130) from None
+    note(f"{tail.printed} message(s)")
+
+
 def _start_positions(c: SparkMQClient, topic: str, queue: int | None, group: str | None,
-                     start: str) -> dict[Slot, int]:
+                     start: str) -> tuple[dict[Slot, int], int]:
+    """Where each queue starts, and the backlog (messages between there and the queue's end)."""
     queues = [q for q in c.queues(topic) if queue is None or q.queue_id == queue]
     if not queues:
         fail(f"topic {topic!r} has no queue {queue}")
     committed: dict[str, dict[int, int]] = c.get_offsets(group, topic) if group else {}
-    return {(q.broker, q.queue_id): committed.get(q.broker, {}).get(
-                q.queue_id, q.min_offset if start == "earliest" else q.max_offset)
-            for q in queues}
+    positions: dict[Slot, int] = {}
+    backlog = 0
+    for q in queues:
+        default = q.min_offset if start == "earliest" else q.max_offset
+        offset = max(committed.get(q.broker, {}).get(q.queue_id, default), q.min_offset)
+        positions[(q.broker, q.queue_id)] = offset
+        backlog += max(0, q.max_offset - offset)
+    return positions, backlog
 
 
 def _show(msg: dict[str, Any], broker: str, as_json: bool, many: bool) -> None:
     if as_json:
-        print(orjson.dumps({**msg, "broker": broker} if many else msg).decode(), flush=True)
+        sys.stdout.write(orjson.dumps({**msg, "broker": broker} if many else msg).decode() + "\n")
+        sys.stdout.flush()
         return
     body = msg.get("body", msg.get("body_base64", ""))
     meta = (f"{broker}/" if many else "") + f"q{msg['queue_id']}:{msg['offset']}"
@@ -38,62 +99,100 @@ def _show(msg: dict[str, Any], broker: str, as_json: bool, many: bool) -> None:
         meta += " keys=" + ",".join(msg["keys"])
     if msg["tags"]:
         meta += f" tags={msg['tags']}"
-    console.print(f"[dim]{meta}[/] {body}", highlight=False, markup=True, soft_wrap=True)
+    console.print(Text.assemble((meta, "dim"), " ", str(body)), soft_wrap=True)
+    console.file.flush()
 
 
-def consume(
-    topic: str,
-    group: Annotated[Optional[str], typer.Option(help="Consumer group: start at and commit its offsets.")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep waiting for new messages.")] = False,
-    queue: Annotated[Optional[int], typer.Option(help="Only this queue (on every broker).")] = None,
-    start: Annotated[str, typer.Option("--from", help="earliest | latest, where a group has no offset.")] = "earliest",
-    max_messages: Annotated[int, typer.Option("--max", help="Stop after this many (0 = no limit).")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    url: Url = DEFAULT_URL,
-    namesrv: Namesrv = None,
-) -> None:
-    """Print a topic's messages; with --follow keep tailing until Ctrl-C."""
-    if start not in ("earliest", "latest"):
-        fail("--from must be earliest or latest")
-    with open_client(url, namesrv) as c:
-        positions = _start_positions(c, topic, queue, group, start)
-        printed = _tail(c, topic, positions, group, follow, max_messages or 1 << 62, as_json)
-    if not as_json:
-        console.print(f"[dim]{printed} message(s)[/]", highlight=False)
+class _Tail:
+    """Round-robins the queues of a topic, printing pages and committing the group's offsets."""
 
+    def __init__(self, c: SparkMQClient, topic: str, positions: dict[Slot, int], group: str | None,
+                 as_json: bool) -> None:
+        self._c, self._topic, self._group, self._as_json = c, topic, group, as_json
+        self.positions = positions
+        self.printed = 0
+        self._interrupts = _DeferredInterrupts()
 
-def _commit(c: SparkMQClient, group: str | None, topic: str, positions: dict[Slot, int]) -> None:
-    if not group:
-        return
-    per_broker: dict[str, dict[int, int]] = {}
-    for (broker, qid), offset in positions.items():
-        per_broker.setdefault(broker, {})[qid] = offset
-    for broker, offsets in per_broker.items():
-        c.commit_offsets(group, topic, offsets, broker=broker if c.routed else None)
+    def run(self, follow: bool, limit: int, backlog: int) -> None:
+        """Tail (see :meth:`_run`) with SIGINT deferred while a message is shown and recorded."""
+        with self._interrupts.installed():
+            self._run(follow, limit, backlog)
 
-
-def _tail(c: SparkMQClient, topic: str, positions: dict[Slot, int], group: str | None, follow: bool, limit: int,
-          as_json: bool) -> int:
-    """Round-robin the queues until caught up (or forever with follow); commits as it goes."""
-    printed = 0
-    many = c.routed
-    idle_wait = max(100, 1000 // len(positions)) if follow else 0
-    try:
-        while printed < limit:
-            got = 0
-            for (broker, qid), offset in list(positions.items()):
-                page = c.pull(topic, qid, offset, max_messages=min(_PAGE, limit - printed),
-                              wait_ms=0 if got else idle_wait, group=group, broker=broker if many else None)
-                for msg in page.messages:
-                    _show(msg, broker, as_json, many)
-                positions[(broker, qid)] = page.next_offset
-                got, printed = got + len(page.messages), printed + len(page.messages)
-                if printed >= limit:
+    def _run(self, follow: bool, limit: int, backlog: int) -> None:
+        """Catch up the backlog (with a progress bar), then stop, or with ``follow`` keep tailing."""
+        show_bar = backlog > 0 and not sys.stdout.isatty()
+        with ProgressBar(f"catching up {self._topic}", backlog, enabled=show_bar) as bar:
+            while self.printed < limit and (self.printed < backlog or not follow):
+                got = self._round(limit, 0)
+                bar.advance(got)
+                if not got:
                     break
-            if got:
-                _commit(c, group, topic, positions)
-            elif not follow:
+        idle_wait = max(100, 1000 // len(self.positions))
+        while follow and self.printed < limit:
+            self._round(limit, idle_wait)
+
+    def _round(self, limit: int, idle_wait: int) -> int:
+        """One pull per queue (long-polling only while nothing arrived this round); returns messages printed."""
+        got = 0
+        many = self._c.routed
+        for (broker, qid), offset in list(self.positions.items()):
+            page = self._c.pull(self._topic, qid, offset, max_messages=min(_PAGE, limit - self.printed),
+                                wait_ms=0 if got else idle_wait, group=self._group, broker=broker if many else None)
+            for msg in page.messages:
+                with self._interrupts.deferred():  # a Ctrl-C commits exactly what was shown
+                    _show(msg, broker, self._as_json, many)
+                    self.positions[(broker, qid)] = msg["offset"] + 1
+                    self.printed += 1
+            self.positions[(broker, qid)] = page.next_offset
+            got += len(page.messages)
+            if self.printed >= limit:
                 break
-    except KeyboardInterrupt:
-        _commit(c, group, topic, positions)
-    return printed
+        if got:
+            self.commit()
+        return got
+
+    def commit(self) -> None:
+        """Commit the group's positions (no-op without a group)."""
+        if not self._group:
+            return
+        per_broker: dict[str, dict[int, int]] = {}
+        for (broker, qid), offset in self.positions.items():
+            per_broker.setdefault(broker, {})[qid] = offset
+        for broker, offsets in per_broker.items():
+            self._c.commit_offsets(self._group, self._topic, offsets, broker=broker if self._c.routed else None)
+
+
+class _DeferredInterrupts:
+    """A SIGINT handler that raises KeyboardInterrupt at once, except inside :meth:`deferred` (then after it)."""
+
+    def __init__(self) -> None:
+        self._critical = False
+        self._pending = False
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._critical:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only; nothing to defer
+            return
+        previous = signal.signal(signal.SIGINT, self._handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        self._critical = True
+        try:
+            yield
+        finally:
+            self._critical = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt

@@ -9,16 +9,14 @@ from __future__ import annotations
 import csv
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import orjson
 import typer
 from pydantic import ValidationError
 
-from connectors import SqlError, is_truncated, run_sql
-from connectors.jsonrows import table_rows
 
-from .cli_client import console, fail, print_table
+from .cli_client import fail, note, print_table, validation_summary
 from .settings import load_settings
 
 __all__ = ["sql_command"]
@@ -28,22 +26,42 @@ _FORMATS = ("table", "csv", "json")
 
 def sql_command(
     sql: Annotated[str, typer.Argument(help="One read-only statement; the mirror table is `messages`.")],
-    data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="Broker data directory [default: ./data].")] = None,
-    config: Annotated[Optional[str], typer.Option(help="TOML settings file [default: ./conf/broker.toml].")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="Broker data directory (default: ./data).")] = None,
+    config: Annotated[str | None, typer.Option(help="TOML settings file (default: ./conf/broker.toml).")] = None,
     output: Annotated[str, typer.Option("--format", "-f", help="table | csv | json.")] = "table",
-    max_rows: Annotated[Optional[int], typer.Option("--max-rows", help="Row limit [default: [mirror] sql_max_rows].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    max_rows: Annotated[int | None, typer.Option(
+        "--max-rows", help="Row limit (default: the mirror's sql_max_rows setting).")] = None,
 ) -> None:
-    """Run SQL over the Delta mirror, e.g. sparkmq sql "SELECT topic, count(*) FROM messages GROUP BY topic"."""
+    """Run SQL over the Delta mirror (no broker needed).
+
+    One read-only statement over the table `messages` (columns topic,
+    queue_id, queue_offset, msg_id, keys, tags, properties, body, ...), read
+    from the broker's data directory on disk.
+
+    Examples:
+
+      sparkmq sql "SELECT topic, count(*) AS n FROM messages GROUP BY topic"
+
+      sparkmq sql "SELECT body FROM messages WHERE topic = 'orders' LIMIT 5" --format csv
+    """
+    if as_json:
+        output = "json"
     if output not in _FORMATS:
         fail(f"--format must be one of {', '.join(_FORMATS)}, not {output!r}")
     try:
         settings = load_settings(config, broker={"data_dir": data_dir} if data_dir else {})
-    except (FileNotFoundError, ValidationError) as exc:
-        fail(f"invalid settings: {exc}")
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    except ValidationError as exc:
+        fail(f"invalid settings: {validation_summary(exc)}")
     values = settings.mirror_values()
     limit = values["sql_max_rows"] if max_rows is None else max_rows
     if values["table_uri"] and "://" not in values["table_uri"] and not Path(values["table_uri"]).exists():
         fail(f"no mirror table at {values['table_uri']}; run a broker with the mirror on, or pass --data-dir")
+    from connectors import SqlError, is_truncated, run_sql  # the SQL engine loads only when used
+    from connectors.jsonrows import table_rows
+
     try:
         table = run_sql(values["table_uri"], sql, max_rows=limit, timeout_s=values["sql_timeout_s"])
     except SqlError as exc:
@@ -62,8 +80,8 @@ def _print(output: str, columns: list[str], rows: list[list[object]], truncated:
         writer.writerows([_csv_cell(v) for v in row] for row in rows)
     else:
         print_table(columns, rows)
-        note = " (truncated; raise --max-rows)" if truncated else ""
-        console.print(f"{len(rows)} row(s){note}", highlight=False)
+        more = " (truncated; raise --max-rows)" if truncated else ""
+        note(f"{len(rows)} row(s){more}")
 
 
 def _csv_cell(value: object) -> object:

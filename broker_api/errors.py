@@ -8,8 +8,8 @@ registers one handler that walks an exception's MRO through the table.
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from typing import TYPE_CHECKING
+
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -22,6 +22,9 @@ from .http_errors import (
     lookup,
     validation_response,
 )
+
+if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
+    from fastapi import FastAPI, Request
 
 __all__ = [
     "BrokerError",
@@ -213,6 +216,8 @@ def _unexpected(exc: Exception) -> Response:
 
 def install_handlers(app: FastAPI) -> None:
     """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
+    from fastapi.exceptions import RequestValidationError
+
     app.add_exception_handler(BrokerError, _handle_mapped)
     app.add_exception_handler(store.StoreError, _handle_mapped)
     app.add_exception_handler(RequestValidationError, _handle_validation)

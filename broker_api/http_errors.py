@@ -8,13 +8,14 @@ validation and routing errors the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
 from starlette.responses import Response
+
+if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
+    from starlette.requests import Request
 
 __all__ = ["ErrorTable", "error_response", "lookup", "validation_response", "http_exception_response"]
 
@@ -38,6 +39,8 @@ def lookup(table: ErrorTable, exc: BaseException) -> tuple[int, str]:
 
 def validation_response(exc: Exception) -> Response:
     """FastAPI's request validation errors as a 400 in the documented shape."""
+    from fastapi.exceptions import RequestValidationError
+
     assert isinstance(exc, RequestValidationError)
     details: list[Any] = list(exc.errors())
     if details and details[0].get("type") == "json_invalid":

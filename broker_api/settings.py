@@ -3,8 +3,9 @@
 Precedence, highest first: constructor arguments (CLI flags) > environment
 variables (``SPARKMQ_`` prefix, ``__`` between a section and its field, e.g.
 ``SPARKMQ_STORE__FLUSH_MODE=sync``) > the TOML file (``conf/broker.toml`` or
-``--config PATH``) > the defaults below.  ``conf/broker.toml`` documents
-every field line by line.
+``--config PATH``) > the defaults below.  Every field carries its one-line
+description; ``python -m broker_api.config_doc`` renders them into
+``conf/broker.toml`` and the README's configuration reference.
 
 The ``[store]`` section is generated from :class:`store.StoreConfig`'s fields
 so the two never drift; ``[mirror]`` carries exactly the fields of
@@ -54,18 +55,30 @@ class _Section(BaseModel):
 class BrokerSection(_Section):
     """Identity, listening address, data directory, topic auto-creation."""
 
-    name: str = "broker-a"
-    cluster: str = "DefaultCluster"
-    broker_id: int = Field(default=0, ge=0)
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=0, le=65535)
-    data_dir: str = "data"
-    auto_create_topics: bool = True
-    default_queues: int = Field(default=4, ge=1, le=1024)
-    log_level: Literal["debug", "info", "warning", "error"] = "warning"
-    stats_log_interval_s: float = Field(default=60.0, gt=0)
-    namesrv_addr: str = ""
-    register_interval_s: float = Field(default=30.0, gt=0)
+    name: str = Field(default="broker-a", description=(
+        "Broker name (`--broker-name`), registered with the NameServers, shown in /v1/broker and used as the "
+        "Delta mirror's app id; a master and its slaves share one name."))
+    cluster: str = Field(default="DefaultCluster", description=(
+        "Cluster name (`--cluster`), registered with the NameServers and shown in /v1/broker."))
+    broker_id: int = Field(default=0, ge=0, description=(
+        "0 = master, > 0 = slave of the master with the same name (`--broker-id`); shown as `role`."))
+    host: str = Field(default="127.0.0.1", description=(
+        "HTTP listen address (`--host`); keep 127.0.0.1 unless remote clients need the broker."))
+    port: int = Field(default=8080, ge=0, le=65535, description="HTTP listen port (`--port`); 0 picks a free port.")
+    data_dir: str = Field(default="data", description=(
+        "Data directory (`--data-dir`): `store/`, `config/` (metadata), `delta/` (mirror)."))
+    auto_create_topics: bool = Field(default=True, description=(
+        "Create a topic on its first produce (with `default_queues` queues); false answers 404 topic_not_found."))
+    default_queues: int = Field(default=4, ge=1, le=1024, description=(
+        "Queues of a topic created without an explicit count."))
+    log_level: Literal["debug", "info", "warning", "error"] = Field(default="warning", description=(
+        "Log level of the broker and uvicorn (`--log-level`)."))
+    stats_log_interval_s: float = Field(default=60.0, gt=0, description=(
+        "How often (seconds) store statistics are logged at info level."))
+    namesrv_addr: str = Field(default="", description=(
+        'NameServers to register with (`--namesrv`), RocketMQ style "host:port;host:port"; "" = none.'))
+    register_interval_s: float = Field(default=30.0, gt=0, description=(
+        "Re-registration (heartbeat) period in seconds; a topic change registers at once."))
 
     @field_validator("namesrv_addr")
     @classmethod
@@ -83,67 +96,92 @@ class BrokerSection(_Section):
 class LimitsSection(_Section):
     """Request size limits and pull page caps."""
 
-    max_batch_messages: int = Field(default=100_000, ge=1)
-    max_request_bytes: int = Field(default=64 << 20, ge=1024)
-    default_pull_messages: int = Field(default=32, ge=1)
-    max_pull_messages_json: int = Field(default=1000, ge=1)
-    max_pull_messages_arrow: int = Field(default=10_000, ge=1)
-    max_pull_bytes: int = Field(default=64 << 20, ge=1024)
-    max_wait_ms: int = Field(default=30_000, ge=0)
+    max_batch_messages: int = Field(default=100_000, ge=1, description=(
+        "Most messages one produce request may carry (413 batch_too_large past it)."))
+    max_request_bytes: int = Field(default=64 << 20, ge=1024, description=(
+        "Largest produce request body in bytes, 64 MiB (413 batch_too_large past it)."))
+    default_pull_messages: int = Field(default=32, ge=1, description=(
+        "Messages per pull page when the request does not say max_messages."))
+    max_pull_messages_json: int = Field(default=1000, ge=1, description="Cap on max_messages for JSON pulls.")
+    max_pull_messages_arrow: int = Field(default=10_000, ge=1, description=(
+        "Cap on max_messages for Arrow pulls (Accept: application/vnd.apache.arrow.stream)."))
+    max_pull_bytes: int = Field(default=64 << 20, ge=1024, description=(
+        "Cap on the bytes of one pull page, 64 MiB (a page holds at least one message)."))
+    max_wait_ms: int = Field(default=30_000, ge=0, description=(
+        "Longest long-poll hold in milliseconds (a pull's wait_ms is capped to this)."))
 
 
 class FastFailureSection(_Section):
     """BrokerFastFailure: answer 503 + Retry-After instead of piling up."""
 
-    enabled: bool = True
-    max_queue_wait_ms: int = Field(default=200, ge=1)
-    busy_put_ms: int = Field(default=1000, ge=1)
-    retry_after_s: int = Field(default=1, ge=1)
-    write_threads: int = Field(default=8, ge=1, le=64)
+    enabled: bool = Field(default=True, description=(
+        "Answer 503 broker_busy with Retry-After instead of letting produces pile up."))
+    max_queue_wait_ms: int = Field(default=200, ge=1, description=(
+        "A write that waited longer than this (ms) for the store is refused before it is written."))
+    busy_put_ms: int = Field(default=1000, ge=1, description=(
+        "While a write has run longer than this (ms), the store counts as busy and new writes are refused."))
+    retry_after_s: int = Field(default=1, ge=1, description="Retry-After (seconds) on those 503 answers.")
+    write_threads: int = Field(default=8, ge=1, le=64, description=(
+        "Threads writing to the store; with flush_mode = \"sync\" concurrent writes share one fdatasync."))
 
 
 class GroupsSection(_Section):
     """Consumer offsets persistence."""
 
-    offsets_flush_interval_s: float = Field(default=5.0, gt=0)
+    offsets_flush_interval_s: float = Field(default=5.0, gt=0, description=(
+        "How often (seconds) changed consumer offsets are written to config/consumer_offsets.json "
+        "(also at shutdown)."))
 
 
 class ProtectionSection(_Section):
     """Slow-consumer protection (RocketMQ's protectBroker)."""
 
-    disable_slow_consumers: bool = False
-    max_lag_messages: int = Field(default=10_000_000, ge=1)
-    check_interval_s: float = Field(default=30.0, gt=0)
+    disable_slow_consumers: bool = Field(default=False, description=(
+        "Disable a group whose lag passes max_lag_messages: its pulls (?group=) get 403 group_disabled "
+        "until PUT /v1/groups/{group} re-enables it."))
+    max_lag_messages: int = Field(default=10_000_000, ge=1, description=(
+        "Lag (messages, summed over the group's queues) that counts as too slow."))
+    check_interval_s: float = Field(default=30.0, gt=0, description="How often (seconds) the lag check runs.")
 
 
 class TransactionsSection(_Section):
     """Half messages, commit/rollback and the exactly-once sink records."""
 
-    timeout_s: float = Field(default=300.0, gt=0)
-    check_interval_s: float = Field(default=1.0, gt=0)
-    keep_decisions: int = Field(default=100_000, ge=100)
-    keep_sink_batches: int = Field(default=1000, ge=1)
-    keep_sinks: int = Field(default=10_000, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0, description=(
+        "Half messages not committed or rolled back within this many seconds are rolled back."))
+    check_interval_s: float = Field(default=1.0, gt=0, description=(
+        "How often (seconds) expired transactions are looked for."))
+    keep_decisions: int = Field(default=100_000, ge=100, description=(
+        "Decided transactions remembered (a repeated commit is answered 200); older ones are forgotten."))
+    keep_sink_batches: int = Field(default=1000, ge=1, description=(
+        "Committed batch ids remembered per exactly-once sink (a replay of a remembered batch is dropped)."))
+    keep_sinks: int = Field(default=10_000, ge=1, description=(
+        "Sinks remembered; past this, the sink with the oldest last commit is forgotten."))
 
 
-def _section_from(config: type, name: str, overrides: dict[str, tuple[Any, Any]]) -> type[_Section]:
-    """A pydantic section with exactly the fields and defaults of the dataclass ``config``."""
+def _section_from(config: type, name: str, doc: str, overrides: dict[str, tuple[Any, Any]]) -> type[_Section]:
+    """A pydantic section with exactly the fields, defaults and descriptions (``metadata["doc"]``) of ``config``."""
     hints = typing.get_type_hints(config)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(config):
+        description = f.metadata.get("doc")
         if f.name in overrides:
             fields[f.name] = overrides[f.name]
         elif f.default_factory is not dataclasses.MISSING:
-            fields[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
+            fields[f.name] = (hints[f.name], Field(default_factory=f.default_factory, description=description))
         else:
-            fields[f.name] = (hints[f.name], f.default)
-    return create_model(name, __base__=_Section, **fields)
+            fields[f.name] = (hints[f.name], Field(default=f.default, description=description))
+    return create_model(name, __base__=_Section, __doc__=doc, **fields)
 
 
-# "" means <data_dir>/store, filled in by store_config().
-StoreSection = _section_from(StoreConfig, "StoreSection", {"root_dir": (str, "")})
+StoreSection = _section_from(
+    StoreConfig, "StoreSection",
+    "The message store (`store.StoreConfig`): CommitLog, ConsumeQueues, index, flushing, retention.",
+    {"root_dir": (str, Field(default="", description='Store directory; "" = `<data_dir>/store`.'))})
 # Exactly the fields of connectors.MirrorConfig.
-MirrorSection = _section_from(MirrorConfig, "MirrorSection", {})
+MirrorSection = _section_from(
+    MirrorConfig, "MirrorSection",
+    "The Delta Lake mirror of every message and the embedded SQL engine (`connectors.MirrorConfig`).", {})
 
 
 class BrokerSettings(TomlSettings):

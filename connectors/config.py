@@ -1,31 +1,55 @@
-"""Typed settings of the Delta mirror and the embedded SQL engine."""
+"""Typed settings of the Delta mirror and the embedded SQL engine.
+
+Each field's ``metadata["doc"]`` is its one-line description: the broker's
+configuration reference (README, ``conf/broker.toml``) is generated from it
+by ``python -m broker_api.config_doc``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["MirrorConfig"]
+
 
 
 @dataclass(frozen=True)
 class MirrorConfig:
     """Every knob of the mirror; the broker's ``[mirror]`` section has exactly these fields."""
 
-    enabled: bool = True
-    # "" means <data_dir>/delta/messages (the broker fills it in).
-    table_uri: str = ""
-    # False mirrors index data only: the body column stays null.
-    bodies: bool = True
-    # A commit happens every batch_rows rows or batch_interval_s seconds.
-    batch_rows: int = 50_000
-    batch_interval_s: float = 1.0
-    # Maintenance cadence, counted in mirror commits.
-    compact_every_commits: int = 50
-    checkpoint_every_commits: int = 20
-    # Files removed by compaction are deleted this long after removal.
-    vacuum_retention_hours: float = 168.0
-    # Delta app transaction id; "" means the broker name.
-    app_id: str = ""
-    # Embedded SQL limits.
-    sql_max_rows: int = 10_000
-    sql_timeout_s: float = 30.0
+    enabled: bool = field(
+        default=True,
+        metadata={"doc": "Mirror messages into a Delta table (and serve POST /v1/sql over it)."},
+    )
+    table_uri: str = field(default="", metadata={"doc": 'Delta table URI; "" = `<data_dir>/delta/messages`.'})
+    bodies: bool = field(
+        default=True,
+        metadata={"doc": "Mirror message bodies too (false keeps only the index columns; body stays null)."},
+    )
+    batch_rows: int = field(default=50_000, metadata={"doc": "Rows per Delta commit at most."})
+    batch_interval_s: float = field(
+        default=1.0,
+        metadata={"doc": "Commit at least this often (seconds) while messages arrive."},
+    )
+    compact_every_commits: int = field(
+        default=50,
+        metadata={"doc": "Compact small files every this many mirror commits."},
+    )
+    checkpoint_every_commits: int = field(
+        default=20,
+        metadata={"doc": "Write a Delta checkpoint every this many mirror commits."},
+    )
+    vacuum_retention_hours: float = field(
+        default=168.0,
+        metadata={"doc": "Files removed by compaction are deleted this many hours later."},
+    )
+    app_id: str = field(
+        default="",
+        metadata={"doc": "Delta app-transaction id recording the mirrored CommitLog offset; "
+                         '"" = `[broker] name`.'},
+    )
+    sql_max_rows: int = field(
+        default=10_000,
+        metadata={"doc": "Most rows a SQL query returns (POST /v1/sql, `sparkmq sql`)."},
+    )
+    sql_timeout_s: float = field(default=30.0, metadata={"doc": "SQL query timeout in seconds."})

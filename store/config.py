@@ -1,12 +1,17 @@
-"""Typed settings of the message store, read once and passed down."""
+"""Typed settings of the message store, read once and passed down.
+
+Each field's ``metadata["doc"]`` is its one-line description: the broker's
+configuration reference (README, ``conf/broker.toml``) is generated from it
+by ``python -m broker_api.config_doc``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["StoreConfig", "FlushMode"]
+__all__ = ["FlushMode", "StoreConfig"]
 
 FlushMode = Literal["sync", "async"]
 
@@ -15,35 +20,68 @@ FlushMode = Literal["sync", "async"]
 class StoreConfig:
     """Every knob of the store; defaults suit a developer laptop."""
 
-    root_dir: Path | str = "data/store"
-    # CommitLog segment size; RocketMQ uses 1 GiB.
-    commitlog_segment_bytes: int = 1 << 30
-    # ConsumeQueue segment size in 20-byte units (RocketMQ: 300,000 units).
-    consumequeue_segment_units: int = 300_000
-    # IndexFile geometry (RocketMQ: 5,000,000 slots, 20,000,000 entries).
-    index_slots: int = 500_000
-    index_entries: int = 2_000_000
-    # "sync": a put returns after fdatasync covers it (group commit).
-    # "async": a flush thread syncs every flush_interval_ms or min pages.
-    flush_mode: FlushMode = "async"
-    flush_interval_ms: int = 500
-    flush_min_pages: int = 4
-    # Largest message (whole encoded record) accepted.
-    max_message_bytes: int = 4 << 20
-    # Identity written into records and message ids.
-    store_host: str = "127.0.0.1:10911"
-    # Retention: segments older than this may be deleted ...
-    retention_hours: float = 72.0
-    # ... once disk use of the store's file system passes this ratio,
-    disk_soft_limit_ratio: float = 0.75
-    # and writes are refused past this ratio.
-    disk_hard_limit_ratio: float = 0.90
-    # How often the retention service looks.
-    retention_check_interval_s: float = 10.0
-    # Reput: how many bytes of CommitLog one dispatch round reads at most.
-    reput_batch_bytes: int = 8 << 20
-    # Written to checkpoint every this many ms by the flush services.
-    checkpoint_interval_ms: int = 1000
+    root_dir: Path | str = field(default="data/store", metadata={"doc": "Store directory."})
+    commitlog_segment_bytes: int = field(
+        default=1 << 30,
+        metadata={"doc": "CommitLog segment size in bytes, 1 GiB as in RocketMQ."},
+    )
+    consumequeue_segment_units: int = field(
+        default=300_000,
+        metadata={"doc": "ConsumeQueue segment size in 20-byte units (RocketMQ: 300,000)."},
+    )
+    index_slots: int = field(
+        default=500_000,
+        metadata={"doc": "Hash slots per index file (RocketMQ: 5,000,000)."},
+    )
+    index_entries: int = field(
+        default=2_000_000,
+        metadata={"doc": "Entries per index file (RocketMQ: 20,000,000)."},
+    )
+    flush_mode: FlushMode = field(
+        default="async",
+        metadata={"doc": '"sync": a put returns after fdatasync covers it (group commit; survives power loss); '
+                         '"async": a flush thread syncs every flush_interval_ms (`--flush-mode`).'},
+    )
+    flush_interval_ms: int = field(default=500, metadata={"doc": "Async flush period in milliseconds."})
+    flush_min_pages: int = field(
+        default=4,
+        metadata={"doc": "Async flush: a period syncs only when this many 4 KiB pages are dirty "
+                         "(and at least every 10 periods)."},
+    )
+    max_message_bytes: int = field(
+        default=4 << 20,
+        metadata={"doc": "Largest message (whole encoded record) in bytes, 4 MiB "
+                         "(413 message_too_large past it)."},
+    )
+    store_host: str = field(
+        default="127.0.0.1:10911",
+        metadata={"doc": "host:port written into records and message ids."},
+    )
+    retention_hours: float = field(
+        default=72.0,
+        metadata={"doc": "CommitLog segments older than this many hours may be deleted "
+                         "once disk use passes the soft limit."},
+    )
+    disk_soft_limit_ratio: float = field(
+        default=0.75,
+        metadata={"doc": "Disk use (of the store's file system) past which old segments are deleted."},
+    )
+    disk_hard_limit_ratio: float = field(
+        default=0.90,
+        metadata={"doc": "Disk use past which writes are refused (507 disk_full)."},
+    )
+    retention_check_interval_s: float = field(
+        default=10.0,
+        metadata={"doc": "How often (seconds) the retention service looks."},
+    )
+    reput_batch_bytes: int = field(
+        default=8 << 20,
+        metadata={"doc": "Most CommitLog bytes one dispatch (reput) round reads, 8 MiB."},
+    )
+    checkpoint_interval_ms: int = field(
+        default=1000,
+        metadata={"doc": "How often (ms) the flush services write the checkpoint."},
+    )
 
     @property
     def root(self) -> Path:

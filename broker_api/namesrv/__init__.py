@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .app import create_namesrv_app
+from typing import TYPE_CHECKING, Any
+
 from .client import NamesrvClient
 from .errors import (
     ERROR_TABLE,
@@ -17,13 +18,30 @@ from .errors import (
 )
 from .route_table import LiveInfo, QueueData, RegisterResult, RouteTable
 from .scan import ScanService
-from .server import run_namesrv, serve_namesrv
 from .settings import (
     NamesrvSettings,
     default_namesrv_config_path,
     load_namesrv_settings,
 )
 from .wire import DataVersion, body_crc32, normalize_url, parse_namesrv_addrs
+
+if TYPE_CHECKING:
+    from .app import create_namesrv_app
+    from .server import run_namesrv, serve_namesrv
+
+# The app and server load FastAPI: imported on first use, so clients start fast.
+_LAZY = {"create_namesrv_app": "app", "run_namesrv": "server", "serve_namesrv": "server"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'broker_api.namesrv' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ERROR_TABLE",

@@ -3,21 +3,42 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from .server import run_namesrv
+from ..cli_client import check_listen_address, fail, validation_summary
+from .settings import load_namesrv_settings
 
 __all__ = ["namesrv_command"]
 
 
 def namesrv_command(
-    host: Annotated[Optional[str], typer.Option(help="Listen address (default 127.0.0.1).")] = None,
-    port: Annotated[Optional[int], typer.Option(help="Listen port (default 9876; 0 = any free port).")] = None,
+    host: Annotated[str | None, typer.Option(help="Listen address (default: 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port (default: 9876; 0 = any free port).")] = None,
     config: Annotated[
-        Optional[Path], typer.Option(help="TOML settings file (default ./conf/namesrv.toml if present).")
+        Path | None, typer.Option(help="TOML settings file (default: ./conf/namesrv.toml if present).")
     ] = None,
 ) -> None:
-    """Run a NameServer (settings: flags > SPARKMQ_NAMESRV_* env > TOML file > defaults)."""
-    run_namesrv(host, port, str(config) if config is not None else None)
+    """Run a NameServer (brokers register, clients look up routes).
+
+    Settings: flags > SPARKMQ_NAMESRV_<FIELD> environment > TOML file >
+    defaults. Prints one line when ready; Ctrl-C or SIGTERM stops it.
+
+    Examples:
+
+      sparkmq namesrv
+
+      sparkmq namesrv --port 9877 --config conf/namesrv.toml
+    """
+    try:
+        settings = load_namesrv_settings(config, host=host, port=port)
+    except FileNotFoundError as exc:
+        fail(str(exc), code=2)  # 2, as ``run_namesrv`` has always answered a bad configuration
+    except ValidationError as exc:
+        fail(f"invalid NameServer settings: {validation_summary(exc)}", code=2)
+    check_listen_address(settings.host, settings.port, "NameServer")
+    from .server import serve_namesrv  # loads FastAPI: only when serving
+
+    serve_namesrv(settings)

@@ -7,8 +7,8 @@ registers one handler that walks an exception's MRO through the table.
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from typing import TYPE_CHECKING
+
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -19,6 +19,9 @@ from ..http_errors import (
     lookup,
     validation_response,
 )
+
+if TYPE_CHECKING:  # FastAPI itself is imported only by the app, so clients start fast
+    from fastapi import FastAPI, Request
 
 __all__ = [
     "NamesrvError",
@@ -96,6 +99,8 @@ async def _handle_http(request: Request, exc: Exception) -> Response:
 
 def install_handlers(app: FastAPI) -> None:
     """Register the mapped handler plus FastAPI's validation and HTTP errors."""
+    from fastapi.exceptions import RequestValidationError
+
     app.add_exception_handler(NamesrvError, _handle_mapped)
     app.add_exception_handler(RequestValidationError, _handle_validation)
     app.add_exception_handler(StarletteHTTPException, _handle_http)

@@ -4,7 +4,9 @@ Precedence, highest first: constructor arguments (``sparkmq namesrv`` flags)
 > environment variables (``SPARKMQ_NAMESRV_`` + the field name in capitals,
 e.g. ``SPARKMQ_NAMESRV_BROKER_TIMEOUT_S=30``) > the TOML file
 (``conf/namesrv.toml``, ``--config PATH`` or ``$SPARKMQ_NAMESRV_CONFIG``)
-> the defaults below.  ``conf/namesrv.toml`` documents every field.
+> the defaults below.  Every field carries its one-line description;
+``python -m broker_api.config_doc`` renders them into ``conf/namesrv.toml``
+and the README's configuration reference.
 """
 
 from __future__ import annotations
@@ -30,11 +32,16 @@ class NamesrvSettings(TomlSettings):
 
     model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, extra="ignore", frozen=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=9876, ge=0, le=65535)
-    scan_interval_s: float = Field(default=5.0, gt=0)
-    broker_timeout_s: float = Field(default=120.0, gt=0)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    host: str = Field(default="127.0.0.1", description=(
+        "HTTP listen address (`--host`); keep 127.0.0.1 unless brokers or clients run elsewhere."))
+    port: int = Field(default=9876, ge=0, le=65535, description=(
+        "HTTP listen port (`--port`); 0 picks a free port (printed on the ready line)."))
+    scan_interval_s: float = Field(default=5.0, gt=0, description=(
+        "How often (seconds) brokers that stopped heartbeating are looked for (10 s in older RocketMQ)."))
+    broker_timeout_s: float = Field(default=120.0, gt=0, description=(
+        "A broker silent this long (seconds) is dropped with its routes; brokers heartbeat every 30 s."))
+    log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description=(
+        "Log level; info logs broker removals and errors."))
 
 
 def default_namesrv_config_path() -> Path | None:

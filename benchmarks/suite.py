@@ -1,0 +1,200 @@
+"""The benchmark suite behind ``sparkmq bench``: every script in its own subprocess.
+
+Each script runs as ``python -m benchmarks.<script> ... --json-out FILE`` in a
+new session (its own process group), so Spark's JVM, the store's threads and
+the brokers and ``redis-server`` it starts are isolated and can all be
+killed at once if it overruns its time limit.  Its ``[phase] ...`` lines
+feed a progress display; its stderr goes to a log file that is kept (and
+named in the error) when it fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from benchmarks.results import PHASE_PREFIX, Measure, load_measures
+
+__all__ = ["AREAS", "SPECS", "BenchSpec", "BenchmarkFailed", "Outcome", "bench_command_line", "run_suite",
+           "specs_for"]
+
+AREAS = ("store", "broker", "spark", "mirror")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """One benchmark script, its arguments for the full and the quick run, and its time limits."""
+
+    area: str
+    name: str
+    module: str
+    full: tuple[str, ...]
+    quick: tuple[str, ...]
+    limit_s: float
+    quick_limit_s: float
+    scratch_flag: str | None = None  # a flag taking a scratch directory, if the script has one
+
+    def args(self, quick: bool) -> tuple[str, ...]:
+        return self.quick if quick else self.full
+
+    def script_command(self, quick: bool) -> str:
+        """The standalone command for this script with the suite's sizes."""
+        return shlex.join(["python", "-m", self.module, *self.args(quick)])
+
+
+SPECS: tuple[BenchSpec, ...] = (
+    BenchSpec("store", "store", "benchmarks.bench_store", ("--messages", "1000000", "--sync-seconds", "5"),
+              ("--messages", "50000", "--sync-seconds", "1"), 900, 180, scratch_flag="--dir"),
+    BenchSpec("store", "index", "benchmarks.bench_index", ("--batches", "200", "--batch-size", "10000"),
+              ("--batches", "10", "--batch-size", "10000", "--queries", "2000"), 300, 120),
+    BenchSpec("broker", "broker", "benchmarks.bench_broker", ("--duration", "5"), ("--duration", "1"), 600, 180),
+    BenchSpec("spark", "spark", "benchmarks.bench_spark",
+              ("--rows", "1000000", "--sink-rows", "100000", "--latency-s", "10"),
+              ("--rows", "50000", "--sink-rows", "5000", "--latency-s", "3"), 1200, 420),
+    BenchSpec("mirror", "mirror", "benchmarks.bench_mirror",
+              ("--duration", "20", "--rate", "100000", "--catchup-messages", "1000000",
+               "--groupby-rows", "10000000"),
+              ("--duration", "3", "--rate", "100000", "--catchup-messages", "20000", "--groupby-rows", "100000"),
+              1200, 300),
+)
+
+
+def specs_for(areas: tuple[str, ...]) -> list[BenchSpec]:
+    """The scripts to run for ``areas``, in suite order."""
+    return [s for s in SPECS if s.area in areas]
+
+
+def bench_command_line(area: str, quick: bool) -> str:
+    """The ``sparkmq bench`` command that reproduces an area's rows with the same sizes."""
+    return f"sparkmq bench {'--quick ' if quick else ''}--only {area}"
+
+
+class BenchmarkFailed(Exception):
+    """Raised when a benchmark script exits non-zero, overruns its time limit or writes no results."""
+
+    def __init__(self, name: str, reason: str, log: Path) -> None:
+        super().__init__(f"benchmark '{name}' failed: {reason} (log: {log})")
+        self.name, self.reason, self.log = name, reason, log
+
+
+@dataclass
+class Outcome:
+    """What the suite measured: measures per script, seconds per script, and failures."""
+
+    measures: dict[str, list[Measure]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    failures: list[BenchmarkFailed] = field(default_factory=list)
+
+
+_ERROR_LINE = re.compile(r"^([\w.]+(Error|Exception|Exit|Interrupt)|error)\b.*")
+
+
+def _last_error(log: Path) -> str:
+    """The exception line at the end of a log, else its last non-empty line."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    for line in reversed(lines[-200:]):
+        if _ERROR_LINE.match(line):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGTERM the script's process group (brokers, redis, JVM included), SIGKILL what is left after 10 s."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def _show(progress: Progress, task: TaskID, name: str, started: float, text: str) -> None:
+    """Show a phase: in the live display on a terminal, else as one line per phase (CI logs)."""
+    progress.update(task, description=text)
+    if progress.disable:
+        progress.console.print(f"{name:<7} {time.monotonic() - started:7.1f} s  {text}", soft_wrap=True)
+
+
+def _follow(stdout: IO[str], out_log: IO[str], show: Callable[[str], None]) -> None:
+    for line in stdout:
+        out_log.write(line)
+        if line.startswith(PHASE_PREFIX):
+            show(line[len(PHASE_PREFIX):].strip())
+
+
+def _child_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}
+
+
+def run_one(spec: BenchSpec, quick: bool, work: Path, progress: Progress) -> list[Measure]:
+    """Run one script in its own process group; its measures, or :class:`BenchmarkFailed`."""
+    json_out, log = work / f"{spec.name}.json", work / f"{spec.name}.log"
+    cmd = [sys.executable, "-m", spec.module, *spec.args(quick), "--json-out", str(json_out)]
+    if spec.scratch_flag:
+        cmd += [spec.scratch_flag, str(work / f"{spec.name}-scratch")]
+    limit = spec.quick_limit_s if quick else spec.limit_s
+    task, started = progress.add_task("starting", bench=spec.name, total=None), time.monotonic()
+    show = functools.partial(_show, progress, task, spec.name, started)
+    with open(log, "w") as err, open(work / f"{spec.name}.out", "w") as out_log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True,
+                                env=_child_env(), start_new_session=True)
+        reader = threading.Thread(target=_follow, args=(proc.stdout, out_log, show), daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(limit)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            _kill_group(proc.pid)  # overran, interrupted, or stragglers after a normal exit
+            proc.wait()
+            reader.join(10)
+    show("done" if rc == 0 else "failed")
+    progress.stop_task(task)
+    if rc is None:
+        raise BenchmarkFailed(spec.name, f"still running after its {limit:.0f} s limit; stopped", log)
+    if rc != 0:
+        raise BenchmarkFailed(spec.name, f"exit status {rc}: {_last_error(log)}", log)
+    if not json_out.exists():
+        raise BenchmarkFailed(spec.name, "it exited 0 but wrote no results", log)
+    return load_measures(json_out)
+
+
+def run_suite(areas: tuple[str, ...], quick: bool, console: Console) -> Outcome:
+    """Run the scripts of ``areas`` one after another, showing progress on ``console`` (stderr)."""
+    outcome = Outcome()
+    work = Path(tempfile.mkdtemp(prefix="sparkmq-bench-"))
+    columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[bench]:<7}"), TimeElapsedColumn(),
+               TextColumn("{task.description}"))
+    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as progress:
+        for spec in specs_for(areas):
+            started = time.monotonic()
+            try:
+                outcome.measures[spec.name] = run_one(spec, quick, work, progress)
+            except BenchmarkFailed as exc:
+                outcome.failures.append(exc)
+            outcome.seconds[spec.name] = time.monotonic() - started
+    if not outcome.failures:
+        shutil.rmtree(work, ignore_errors=True)
+    return outcome

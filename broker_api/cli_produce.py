@@ -1,0 +1,134 @@
+"""``sparkmq produce``: send messages from arguments, stdin lines or a file, in batches."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .cli_client import (
+    DEFAULT_URL,
+    Namesrv,
+    Url,
+    fail,
+    note,
+    open_client,
+    print_table,
+    say,
+)
+from .cli_progress import ProgressBar
+from .client import SendResult, SparkMQClient
+
+__all__ = ["produce"]
+
+_BATCH = 1000
+_SHOW_RESULTS = 10  # a produce of at most this many messages prints where each landed
+
+
+def produce(
+    topic: Annotated[str, typer.Argument(help="Topic to produce to (auto-created unless the broker forbids it).")],
+    bodies: Annotated[list[str] | None, typer.Argument(
+        help="Message bodies; without any, one message per line of --file or stdin.", show_default=False)] = None,
+    file: Annotated[Path | None, typer.Option(
+        "--file", help="Read one message per line from this file (shows a progress bar).")] = None,
+    key: Annotated[list[str] | None, typer.Option("--key", "-k", help="Key (repeatable).")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", "-t", help="Tag.")] = None,
+    queue: Annotated[int | None, typer.Option(help="Explicit queue id.")] = None,
+    url: Url = DEFAULT_URL,
+    namesrv: Namesrv = None,
+) -> None:
+    """Send messages from arguments, stdin or a file.
+
+    Bodies come from the arguments, else one per line of --file, else one per
+    line of stdin; they are sent in batches of 1000. Bulk input shows a
+    progress bar on stderr; stdout gets one summary line.
+
+    Examples:
+
+      sparkmq produce orders "one message" "another"
+
+      echo hello | sparkmq produce orders --key order-1 --tag new
+
+      sparkmq produce orders --file orders.txt
+    """
+    if bodies and file is not None:
+        fail("give message bodies as arguments or --file, not both")
+    extra: dict[str, Any] = {"keys": key or []}
+    if tag:
+        extra["tags"] = tag
+    if queue is not None:
+        extra["queue_id"] = queue
+    lines, total = _source(bodies, file)
+    with open_client(url, namesrv) as c:
+        results = _send_all(c, topic, ({"body": line, **extra} for line in lines), total)
+    if results.first and results.count <= _SHOW_RESULTS:
+        print_table(["msg_id", "broker", "queue", "offset"],
+                    [(r.msg_id, r.broker, r.queue_id, r.queue_offset) for r in results.first],
+                    title=f"produced to {topic}")
+    say(f"produced {results.count} message(s) to {topic}")
+
+
+def _source(bodies: list[str] | None, file: Path | None) -> tuple[Iterable[str], int | None]:
+    """The bodies to send and their count when known up front (arguments, a file)."""
+    if bodies:
+        return bodies, len(bodies)
+    if file is not None:
+        if not file.is_file():
+            fail(f"--file {str(file)!r} does not exist or is not a file")
+        return _file_lines(file), _count_lines(file)
+    return (line.rstrip("\r\n") for line in sys.stdin), None
+
+
+def _count_lines(path: Path) -> int:
+    count, last = 0, b"\n"
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _file_lines(path: Path) -> Iterator[str]:
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            for line in f:
+                yield line.rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        fail(f"--file {str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+
+
+class _Sent:
+    """What a produce sent: the count, and the first batch's results (for the small-produce table)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[SendResult] = []
+
+    def add(self, results: list[SendResult]) -> None:
+        if self.count == 0:
+            self.first = results
+        self.count += len(results)
+
+
+def _send_all(c: SparkMQClient, topic: str, messages: Iterable[dict[str, Any]], total: int | None) -> _Sent:
+    sent = _Sent()
+    bulk = total is None and not sys.stdin.isatty() or (total or 0) > _SHOW_RESULTS
+    batch: list[dict[str, Any]] = []
+    try:
+        with ProgressBar(f"producing to {topic}", total, enabled=bulk) as bar:
+            for message in messages:
+                batch.append(message)
+                if len(batch) == _BATCH:
+                    sent.add(c.produce(topic, batch))
+                    bar.advance(len(batch))
+                    batch = []
+            if batch:
+                sent.add(c.produce(topic, batch))
+                bar.advance(len(batch))
+    except KeyboardInterrupt:
+        note(f"interrupted: {sent.count} message(s) were produced to {topic}")
+        raise typer.Exit(130) from None
+    return sent

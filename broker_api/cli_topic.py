@@ -1,0 +1,121 @@
+"""``sparkmq topic create|list|describe|delete``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .cli_client import (
+    DEFAULT_URL,
+    AsJson,
+    Namesrv,
+    Url,
+    open_client,
+    print_json,
+    print_table,
+    say,
+)
+
+__all__ = ["topic_app"]
+
+topic_app = typer.Typer(
+    help="Create, list, describe and delete topics.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@topic_app.command("create")
+def topic_create(
+    name: Annotated[str, typer.Argument(help="Topic name: 1-127 of A-Za-z0-9_.- .")],
+    queues: Annotated[int | None, typer.Option(help="Number of queues [default: the broker's default_queues].")] = None,
+    perm: Annotated[str, typer.Option(help="rw | r | w")] = "rw",
+    cluster: Annotated[str | None, typer.Option(help="With --namesrv: only this cluster's masters.")] = None,
+    url: Url = DEFAULT_URL,
+    namesrv: Namesrv = None,
+) -> None:
+    """Create a topic (with --namesrv: on every master).
+
+    Creating a topic that exists with the same settings is a no-op; with
+    different settings it is an error.
+
+    Examples:
+
+      sparkmq topic create orders --queues 4
+
+      sparkmq topic create payments --queues 2 --namesrv 127.0.0.1:9876
+    """
+    with open_client(url, namesrv) as c:
+        created = c.create_topic(name, queues, perm, cluster=cluster)
+    for broker, t in created.items():
+        say(f"topic {t['name']}: {t['queues']} queues, perm {t['perm']!r} on {broker}")
+
+
+@topic_app.command("list")
+def topic_list(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Namesrv = None) -> None:
+    """List topics with their queues and permissions.
+
+    Examples:
+
+      sparkmq topic list
+
+      sparkmq topic list --json
+    """
+    with open_client(url, namesrv) as c:
+        per_broker = c.topics()
+    rows = sorted((t["name"], b, t["queues"], t["perm"]) for b, topics in per_broker.items() for t in topics)
+    if as_json:
+        print_json([{"topic": name, "broker": b, "queues": q, "perm": p} for name, b, q, p in rows])
+        return
+    print_table(["topic", "broker", "queues", "perm"], rows, title="topics")
+
+
+@topic_app.command("describe")
+def topic_describe(
+    name: Annotated[str, typer.Argument(help="Topic to describe.")],
+    as_json: AsJson = False,
+    url: Url = DEFAULT_URL,
+    namesrv: Namesrv = None,
+) -> None:
+    """Show a topic's queues, offsets and message counts.
+
+    Examples:
+
+      sparkmq topic describe orders
+
+      sparkmq topic describe orders --json
+    """
+    with open_client(url, namesrv) as c:
+        per_broker = c.describe_topic(name)
+    if as_json:
+        print_json(per_broker)
+        return
+    for broker, t in per_broker.items():
+        rows = [(q["queue_id"], q["min_offset"], q["max_offset"], q["max_offset"] - q["min_offset"])
+                for q in t["queue_offsets"]]
+        print_table(["queue", "min offset", "max offset", "messages"], rows,
+                    title=f"{t['name']} on {broker} (perm {t['perm']!r}, {t['messages']} messages)")
+
+
+@topic_app.command("delete")
+def topic_delete(
+    name: Annotated[str, typer.Argument(help="Topic to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    url: Url = DEFAULT_URL,
+    namesrv: Namesrv = None,
+) -> None:
+    """Delete a topic and its messages.
+
+    With --namesrv it is deleted on every broker serving it. Asks first
+    unless --yes is given.
+
+    Example:
+
+      sparkmq topic delete orders --yes
+    """
+    if not yes:
+        typer.confirm(f"delete topic {name!r} and all its messages?", abort=True)
+    with open_client(url, namesrv) as c:
+        brokers = c.delete_topic(name)
+    say(f"deleted topic {name} on {', '.join(brokers)}")

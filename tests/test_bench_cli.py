@@ -1,0 +1,155 @@
+"""``sparkmq bench``: the table on stdout, the JSON file, the README block, clear failures.
+
+The suite runs for real (``--quick`` sizes) as a subprocess of ``python -m
+broker_api bench`` with ``TMPDIR`` inside ``tmp_path``, so every broker,
+``redis-server`` and scratch directory it creates can be checked for leftovers.
+No assertion is about how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.table import BEGIN, END
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+AREAS = ("store", "broker", "spark", "mirror")
+FIGURE = re.compile(r"^-?[\d,]+(\.\d+)? \S+$")
+
+
+def _bench(args: list[str], cwd: Path, timeout_s: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "TMPDIR": str(cwd), **env}
+    return subprocess.run([sys.executable, "-m", "broker_api", "bench", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The data rows of the first markdown table in ``text``, as lists of cells."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    assert lines and lines[0].startswith("| what | command | figure"), text
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in lines[1:]]
+
+
+def _area(command_cell: str) -> str:
+    match = re.fullmatch(r"`sparkmq bench (--quick )?--only (\w+)`", command_cell)
+    assert match, command_cell
+    return match.group(2)
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found
+
+
+def test_quick_run_prints_table_writes_json_and_rewrites_only_the_readme_block(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    shutil.copy(README, readme)
+    original = readme.read_text(encoding="utf-8")
+    out = _bench(["--quick", "--only", "store,broker", "--json", "results.json", "--readme", str(readme)], tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+    rows = _table_rows(out.stdout)
+    assert {_area(r[1]) for r in rows} == {"store", "broker"}
+    assert all(r[1].startswith("`sparkmq bench --quick --only ") for r in rows)
+    assert all(FIGURE.match(r[2]) for r in rows), [r[2] for r in rows]
+    whats = [r[0] for r in rows]
+    assert any("ASYNC flush" in w for w in whats) and any("HTTP batch produce" in w for w in whats)
+    assert all(r[6].startswith(f"{os.cpu_count()} cores, ") for r in rows)
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [r["what"] for r in results["rows"]] == whats
+    assert all(r["value"] > 0 for r in results["rows"])
+    assert results["options"] == {"only": ["store", "broker"], "quick": True}
+    assert results["machine"]["cores"] == os.cpu_count() and results["failures"] == []
+
+    sync = next(r for r in results["rows"] if r["key"] == "store.sync")
+    assert sync["peer_value"] > 0 and sync["ratio"] == sync["value"] / sync["peer_value"]
+    single = next(r for r in results["rows"] if r["key"] == "broker.produce_single")
+    assert single["peer"] == "bare FastAPI route" and single["peer_value"] > 0
+    redis_row = next(r for r in results["rows"] if r["key"] == "broker.produce_json")
+    if shutil.which("redis-server"):
+        assert redis_row["peer_value"] > 0 and redis_row["ratio"] is not None
+    else:
+        assert "apt-get install -y redis-server" in redis_row["peer_skipped"]
+
+    new = readme.read_text(encoding="utf-8")
+    before, after = original.split(BEGIN)[0], original.split(END)[1]
+    assert new.startswith(before + BEGIN) and new.endswith(END + after)
+    block = new.split(BEGIN)[1].split(END)[0]
+    assert _table_rows(block) == rows
+
+    assert _processes_mentioning(str(tmp_path)) == []  # brokers, redis, client pools all gone
+    assert not list(tmp_path.glob("sparkmq-bench-*")) and not list(tmp_path.glob("bench-broker-*"))
+
+
+def test_a_failing_benchmark_is_one_error_line_and_leaves_the_readme_alone(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{BEGIN}\nold table\n{END}\noutro\n")
+    # An invalid setting in the environment makes the benchmark's broker refuse to start.
+    out = _bench(["--quick", "--only", "broker", "--readme", str(readme)], tmp_path,
+                 SPARKMQ_BROKER__DEFAULT_QUEUES="many")
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: benchmark 'broker' failed: exit status 1: ") and "README left unchanged" in last
+    log = Path(re.search(r"\(log: (\S+)\)", last).group(1))
+    assert log.exists() and "Traceback" in log.read_text()
+    assert readme.read_text() == f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
+    assert _processes_mentioning(str(tmp_path)) == []
+
+
+def test_bad_options_fail_before_anything_runs(tmp_path: Path) -> None:
+    out = _bench(["--only", "store,kafka"], tmp_path, timeout_s=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "error: --only 'store,kafka': unknown benchmark 'kafka'; choose from store,broker,spark,mirror"]
+    plain = tmp_path / "NOTES.md"
+    plain.write_text("no markers here\n")
+    out = _bench(["--only", "store", "--readme", str(plain)], tmp_path, timeout_s=60)
+    assert out.returncode == 1 and "has no '<!-- generated:bench start -->'" in out.stderr
+    assert not (tmp_path / "bench-results.json").exists()
+
+
+def test_missing_redis_is_a_skipped_peer_not_a_failure(tmp_path: Path) -> None:
+    """With no redis-server on PATH the broker benchmark still succeeds and says why the peer is missing."""
+    from benchmarks.results import load_measures
+    from benchmarks.table import Row
+
+    out_json = tmp_path / "broker.json"
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent), "TMPDIR": str(tmp_path)}
+    assert shutil.which("redis-server", path=env["PATH"]) is None
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_broker", "--duration", "0.5", "--phases", "batch",
+                          "--json-out", str(out_json)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "apt-get install -y redis-server" in out.stdout
+    measure = next(m for m in load_measures(out_json) if m.key == "broker.produce_json")
+    assert measure.value > 0 and measure.peer_value is None
+    cells = Row("broker", "sparkmq bench --only broker", measure, "m").cells()
+    assert cells[3] == ("Redis XADD pipelined 50: skipped, redis-server not installed "
+                        "(apt-get install -y redis-server)")
+    assert cells[5] == "≥ 1× peer: not measured"
+    assert _processes_mentioning(str(tmp_path)) == []
+
+
+def test_readme_bench_block_holds_a_full_run_of_every_area() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text
+    block = text.split(BEGIN)[1].split(END)[0]
+    rows = _table_rows(block)
+    assert {_area(r[1]) for r in rows} == set(AREAS)
+    assert not any("--quick" in r[1] for r in rows), "the README table must come from a full run"
+    assert all(FIGURE.match(r[2]) for r in rows)
