@@ -176,7 +176,7 @@ def phase_batch_produce(rec: Recorder, args: argparse.Namespace, bport: int, rpo
         rec.phase(f"batch produce, Redis XADD ({args.duration:g} s)")
         rres = in_processes(args.clients, redis_xadd_load, rport, TOPIC, 50, args.duration, 100)
         redis = sum(rres) / args.duration
-    peer = {"peer": "Redis XADD pipelined 50", "peer_value": redis, "peer_skipped": skipped}
+    peer: dict[str, Any] = {"peer": "Redis XADD pipelined 50", "peer_value": redis, "peer_skipped": skipped}
     report(rec, Measure("broker.produce_json", "HTTP batch produce, JSON, 1000 x 100 B per request", broker,
                         "msg/s", **peer, targets=(Target(">=", 1.0, "ratio"),)))
     rec.phase(f"batch produce, Arrow ({args.duration:g} s)")

@@ -184,7 +184,8 @@ def _resp_parse(buf: bytes, i: int) -> tuple[Any, int]:
 
 def _resp_call(sock: socket.socket, payload: bytes, replies: int) -> list[Any]:
     sock.sendall(payload)
-    buf, out, i = b"", [], 0
+    buf, i = b"", 0
+    out: list[Any] = []
     while len(out) < replies:
         chunk = sock.recv(1 << 20)
         if not chunk:

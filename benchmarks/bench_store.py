@@ -72,15 +72,15 @@ def bench_read(root: Path, n: int, columns: bool) -> float:
         offset = 0
         while True:
             if columns:
-                page = store.get_message_batch(TOPIC, q, offset, BATCH)
-                count = len(page.batch)
+                batch = store.get_message_batch(TOPIC, q, offset, BATCH)
+                count, next_offset = len(batch.batch), batch.next_offset
             else:
-                r = store.get_messages(TOPIC, q, offset, BATCH)
-                page, count = r, len(r.messages)
+                page = store.get_messages(TOPIC, q, offset, BATCH)
+                count, next_offset = len(page.messages), page.next_offset
             if not count:
                 break
             got += count
-            offset = page.next_offset
+            offset = next_offset
     rate = got / (time.perf_counter() - t0)
     store.shutdown()
     assert got == n, (got, n)

@@ -15,7 +15,7 @@ that fails validation writes nothing, so the retry cannot duplicate.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Any, Callable
 
 from store import InvalidMessageError, Message, PutResult
 
@@ -49,7 +49,8 @@ class ProduceBatcher:
 
     def _flush(self) -> None:
         self._scheduled = False
-        group, count = [], 0
+        group: list[Any] = []
+        count = 0
         while self._pending and (not group or count + len(self._pending[0][0]) <= _MAX_GROUP_MESSAGES):
             item = self._pending.pop(0)
             group.append(item)

@@ -20,6 +20,7 @@ import uvicorn
 from store import StoreError
 
 from .app import create_app
+from .broker import Broker
 from .settings import BrokerSettings
 
 __all__ = ["serve"]
@@ -28,9 +29,10 @@ __all__ = ["serve"]
 class _Server(uvicorn.Server):
     """uvicorn's server that prints one line once the socket is listening."""
 
-    def __init__(self, config: uvicorn.Config, settings: BrokerSettings) -> None:
+    def __init__(self, config: uvicorn.Config, settings: BrokerSettings, broker: Broker) -> None:
         super().__init__(config)
         self._settings = settings
+        self._broker = broker
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -45,7 +47,7 @@ class _Server(uvicorn.Server):
     async def serve(self, sockets: Any = None) -> None:
         # Start the broker before uvicorn so a start-up failure (store locked,
         # unreadable data dir) is one clear line instead of a lifespan traceback.
-        broker = self.config.app.state.broker
+        broker = self._broker
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, broker.start, loop)
@@ -56,7 +58,7 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: Any = None) -> None:
         # Release parked long polls first so draining connections is quick.
-        broker = getattr(self.config.app, "state", None) and self.config.app.state.broker
+        broker = self._broker
         if broker is not None:
             broker.ready = False
             if broker.waiters is not None:
@@ -72,7 +74,7 @@ class _Server(uvicorn.Server):
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
                     break
-            self.config.app.state.broker.start_registration(f"http://{_advertised(host)}:{port}")
+            self._broker.start_registration(f"http://{_advertised(host)}:{port}")
             print(
                 f"sparkmq broker {b.name} ready on http://{host}:{port} (data in {self._settings.data_path.resolve()})",
                 flush=True,
@@ -93,8 +95,9 @@ def serve(settings: BrokerSettings) -> None:
     """Serve until SIGINT/SIGTERM; exits non-zero if start-up fails."""
     level = settings.broker.log_level
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.broker.host,
         port=settings.broker.port,
         log_level=level,
@@ -102,7 +105,7 @@ def serve(settings: BrokerSettings) -> None:
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    server = _Server(config, settings)
+    server = _Server(config, settings, app.state.broker)
     server.run()
     if not server.started:
         sys.exit(1)

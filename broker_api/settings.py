@@ -174,6 +174,10 @@ def _section_from(config: type, name: str, doc: str, overrides: dict[str, tuple[
     return create_model(name, __base__=_Section, __doc__=doc, **fields)
 
 
+if typing.TYPE_CHECKING:  # built at run time from the dataclasses: mypy cannot see their fields
+    StoreSection: Any
+    MirrorSection: Any
+
 StoreSection = _section_from(
     StoreConfig, "StoreSection",
     "The message store (`store.StoreConfig`): CommitLog, ConsumeQueues, index, flushing, retention.",
@@ -247,4 +251,5 @@ def load_settings(config: Path | str | None = None, **overrides: dict[str, Any])
     if path is not None:
         model_config = SettingsConfigDict(**{**BrokerSettings.model_config, "toml_file": path})
         cls = type("BrokerSettingsFromFile", (BrokerSettings,), {"model_config": model_config})
-    return cls(**{k: v for k, v in overrides.items() if v})
+    sections: dict[str, Any] = {k: v for k, v in overrides.items() if v}
+    return cls(**sections)

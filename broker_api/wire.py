@@ -213,7 +213,9 @@ def message_to_json(m: StoredMessage) -> dict[str, Any]:
 
 def _raw_properties_array(raws: list[bytes]) -> pa.Array:
     """map<string,string> from the codec's ``name\\x01value\\x02`` blobs (most are empty)."""
-    offsets, names, values = [0], [], []
+    offsets: list[int] = [0]
+    names: list[str] = []
+    values: list[str] = []
     for raw in raws:
         if raw:
             props = decode_properties(raw)
