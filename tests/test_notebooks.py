@@ -1,24 +1,122 @@
-"""The notebooks are valid nbformat 4 and every code cell compiles."""
+"""The notebooks run top to bottom, and are stored without outputs.
+
+Each notebook is copied to ``tmp_path`` and executed there with nbclient on
+the ``python3`` kernel (the interpreter running the tests). Notebooks start
+their own broker and SparkSession and write only to a temporary directory
+(``TMPDIR`` points into ``tmp_path``); a cell error fails the test with that
+cell's source and traceback.
+"""
 
 from __future__ import annotations
 
-import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+EXPECTED = {"01_quickstart.ipynb", "02_streaming_pipeline.ipynb", "03_operations.ipynb"}
+CELL_TIMEOUT_S = 300
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Notebooks that must plot (a cell calling plt.show() that renders an image/png).
+PLOTTING = {"02_streaming_pipeline.ipynb"}
 
 
-def test_there_are_notebooks() -> None:
-    assert {p.name for p in NOTEBOOKS} >= {"quickstart.ipynb", "operations.ipynb"}
+def test_the_expected_notebooks_exist() -> None:
+    assert {p.name for p in NOTEBOOKS} == EXPECTED
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_code_cells_compile(path: Path) -> None:
-    nb = json.loads(path.read_text())
-    assert nb["nbformat"] == 4
-    cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert cells, f"{path.name} has no code"
-    for i, cell in enumerate(cells):
-        compile("".join(cell["source"]), f"{path.name}[{i}]", "exec")
+def test_stored_notebook_has_no_outputs(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, f"{path.name} has no code cells"
+    dirty = [i for i, c in enumerate(code) if c.outputs or c.execution_count is not None]
+    assert not dirty, f"{path.name}: code cells {dirty} have stored outputs or execution counts; clear them"
+
+
+def _kernel_env(tmp: Path) -> dict[str, str]:
+    """The test's environment, minus broker settings and plot backends that would change the run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
+    env.pop("MPLBACKEND", None)  # let ipykernel use its inline backend, so plots become image/png
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["TMPDIR"] = str(tmp)
+    return env
+
+
+def _processes_mentioning(tmp: Path) -> dict[int, str]:
+    """pid -> command line of the processes with ``tmp`` on their command line."""
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(tmp) in cmdline and int(proc.name) != os.getpid():
+            found[int(proc.name)] = cmdline
+    return found
+
+
+def _stop_leftovers(tmp: Path, grace_s: float = 30.0) -> list[str]:
+    """Processes a run left behind (a broker after a failed cell), SIGTERMed after ``grace_s``.
+
+    Spark's JVM carries the notebook's temporary paths on its command line and
+    exits on its own shortly after the kernel does, hence the grace period.
+    """
+    deadline = time.monotonic() + grace_s
+    while (left := _processes_mentioning(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return [f"{pid}: {cmd[:200]}" for pid, cmd in left.items()]
+
+
+def _plot_cells_without_png(nb: Any) -> tuple[int, list[int]]:
+    """(cells calling plt.show(), indexes of those without an image/png output)."""
+    plots = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and "plt.show()" in c.source]
+    missing = [i for i, c in plots if not any("image/png" in o.get("data", {}) for o in c.outputs)]
+    return len(plots), missing
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_top_to_bottom(path: Path, tmp_path: Path) -> None:
+    run_dir, scratch = tmp_path / "run", tmp_path / "tmp"
+    run_dir.mkdir()
+    scratch.mkdir()
+    copy = run_dir / path.name
+    shutil.copyfile(path, copy)
+    nb = nbformat.read(copy, as_version=4)
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(run_dir)}}
+    )
+    try:
+        client.execute(env=_kernel_env(scratch))
+    except CellExecutionError as exc:
+        pytest.fail(f"{path.name} failed:\n{_ANSI.sub('', str(exc))}", pytrace=False)
+    finally:
+        leftovers = _stop_leftovers(scratch)
+        nbformat.write(nb, tmp_path / f"executed-{path.name}")
+    assert not leftovers, f"{path.name} left processes running: {leftovers}"
+    assert sorted(p.name for p in run_dir.iterdir()) == [path.name], "the notebook wrote into its working directory"
+    left = [p.name for p in scratch.glob("sparkmq-*")]
+    assert not left, f"the notebook did not remove its temporary directory: {left}"
+    plots, missing = _plot_cells_without_png(nb)
+    assert not missing, f"{path.name}: plot cells {missing} produced no image/png output"
+    if path.name in PLOTTING:
+        assert plots, f"{path.name} has no plot cell (plt.show())"
