@@ -134,6 +134,14 @@ class Broker:
 
     # -- queries shared by routes, metrics and protection ----------------
 
+    def settle(self, timeout_s: float = 1.0) -> None:
+        """Read your writes: let dispatch catch up with what was stored before now (bounded).
+
+        A produce is answered once the CommitLog holds it; the reput thread makes it visible
+        to queues and the key index a moment later.  Reads that would miss it call this first."""
+        if self.store.dispatch_behind:
+            self.store.wait_visible(timeout_s)
+
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min_offset, max_offset) of a queue; (0, 0) for a queue without data."""
         try:

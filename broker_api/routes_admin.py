@@ -32,6 +32,7 @@ def _broker(request: Request) -> Broker:
 
 
 def _queues(broker: Broker, cfg: TopicConfig) -> list[dict[str, int]]:
+    broker.settle()
     out = []
     for qid in range(cfg.queues):
         lo, hi = broker.queue_range(cfg.name, qid)
@@ -88,6 +89,7 @@ def offset_at(topic: str, queue_id: int, request: Request,
     broker = _broker(request)
     cfg = broker.topics.get(topic)
     cfg.check_queue(queue_id)
+    broker.settle()
     lo, hi = broker.queue_range(topic, queue_id)
     if hi <= lo:
         return {"offset": hi}
@@ -101,6 +103,7 @@ def query_by_key(topic: str, request: Request, key: str = Query(..., min_length=
     broker = _broker(request)
     broker.topics.get(topic)
     end = end_ms if end_ms is not None else 2**62
+    broker.settle()
     found = broker.store.query_by_key(topic, key, begin_ms, end, max)
     return {"messages": [message_to_json(m) for m in found]}
 

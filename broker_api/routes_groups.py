@@ -44,6 +44,7 @@ def _check_group(group: str) -> None:
 @router.get("/v1/groups", summary="List consumer groups")
 def list_groups(request: Request) -> list[dict[str, Any]]:
     broker = _broker(request)
+    broker.settle()
     out = []
     for group in broker.groups.names():
         rows = broker.group_lag(group)
@@ -61,6 +62,7 @@ def get_group(group: str, request: Request) -> dict[str, Any]:
         raise GroupNotFoundError(
             f"consumer group {group!r} has no committed offsets; commit with PUT /v1/groups/{group}/offsets"
         )
+    broker.settle()
     rows = broker.group_lag(group)
     return {"group": group, **broker.groups.config(group), "queues": rows, "total_lag": sum(r["lag"] for r in rows)}
 

@@ -50,6 +50,8 @@ __all__ = ["router"]
 router = APIRouter(tags=["messages"])
 
 _WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
+# A pull that finds nothing at these may be ahead of the reput thread, not of the producers.
+_TAIL_STATUSES = (*_WAIT_STATUSES, GetStatus.OFFSET_OVERFLOW)
 _INLINE_PULL_MAX = 256
 _SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
 _NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
@@ -245,6 +247,10 @@ async def pull(request: Request) -> Response:
     cfg.check_queue(qid)
     tags = _tags(q.get("tags"))
     result = await _get(broker, topic, qid, offset, n, tags, arrow)
+    if result.status in _TAIL_STATUSES and broker.store.dispatch_behind:
+        # Read your writes: a pull sees every message whose produce was answered before it.
+        await asyncio.get_running_loop().run_in_executor(None, broker.settle)
+        result = await _get(broker, topic, qid, offset, n, tags, arrow)
     if wait_ms > 0 and result.status in _WAIT_STATUSES:
         result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow)
     status = result.status.value

@@ -179,6 +179,17 @@ class MessageStore:
         _host, phy = codec.parse_msg_id(msg_id)
         return self.commitlog.read_message(phy)
 
+    def wait_visible(self, timeout_s: float = 1.0) -> bool:
+        """Wait until every message appended before this call is dispatched, so pulls, queue
+        offsets and key lookups see it; False if the dispatcher is still behind after ``timeout_s``."""
+        self._check_running()
+        return self.reput.wait_for(self.commitlog.max_offset(), timeout_s)
+
+    @property
+    def dispatch_behind(self) -> bool:
+        """Whether appended messages are still waiting for the reput dispatcher."""
+        return self.reput.behind_bytes > 0
+
     def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int, max_count: int = 64) -> list[StoredMessage]:
         self._check_running()
         phys = self.index.query(topic, key, begin_ms, end_ms, max_count * 2)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from .commitlog import CommitLog
@@ -39,10 +40,29 @@ class ReputService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._round_lock = threading.Lock()
+        self._progress = threading.Condition()
+        self._progress_waiters = 0
 
     @property
     def behind_bytes(self) -> int:
         return max(0, self.commitlog.max_offset() - self.reput_offset)
+
+    def wait_for(self, offset: int, timeout_s: float) -> bool:
+        """Block until everything before CommitLog ``offset`` is dispatched; False after ``timeout_s``."""
+        if self.reput_offset >= offset:
+            return True
+        deadline = time.monotonic() + timeout_s
+        with self._progress:
+            self._progress_waiters += 1
+            try:
+                while self.reput_offset < offset:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._stop.is_set():
+                        return False
+                    self._progress.wait(remaining)
+                return True
+            finally:
+                self._progress_waiters -= 1
 
     def notify(self, _end: int = 0) -> None:
         with self._cond:
@@ -91,7 +111,10 @@ class ReputService:
             if batch is not None:
                 self._dispatch(batch)
             self.reput_offset = nxt
-            return nxt != start
+        if self._progress_waiters:
+            with self._progress:
+                self._progress.notify_all()
+        return nxt != start
 
     def _dispatch(self, batch: DispatchBatch) -> None:
         grown = self.queues.dispatch(batch)

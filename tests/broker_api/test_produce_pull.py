@@ -186,3 +186,21 @@ def test_arrow_page_matches_the_json_page(client: httpx.Client) -> None:
         assert row["body"] == base64.b64decode(msg["body_base64"])
         assert int(row["store_timestamp"].timestamp() * 1000) == msg["store_timestamp"]
         assert client.get(f"/v1/messages/{msg['msg_id']}").json() == msg  # the per-record read agrees
+
+
+def test_reads_see_every_answered_produce_at_once(client: httpx.Client) -> None:
+    """Read your writes: no waiting loop between a produce and the pull, lookup or offsets after it."""
+    client.post("/v1/topics", json={"name": "ryw", "queues": 2})
+    for i in range(60):
+        resp = client.post("/v1/topics/ryw/messages",
+                           json={"messages": [{"body": f"m{i}-{j}", "keys": [f"k{i}"]} for j in range(50)]})
+        assert resp.status_code == 200, resp.text
+        last = resp.json()["results"][-1]
+        qid, off = last["queue_id"], last["queue_offset"]
+        page = _pull(client, "ryw", qid, off, max_messages=1)
+        assert page["status"] == "FOUND" and page["messages"][0]["body"] == f"m{i}-49", (i, page)
+        queues = {q["queue_id"]: q["max_offset"] for q in client.get("/v1/topics/ryw/queues").json()}
+        assert queues[qid] == off + 1
+        if i % 10 == 0:
+            found = client.get("/v1/topics/ryw/messages", params={"key": f"k{i}", "max": 100}).json()["messages"]
+            assert len(found) == 50

@@ -183,3 +183,28 @@ def test_columnar_pull_matches_object_pull(open_store: Callable[..., MessageStor
         assert [m.msg_id for m in a.messages] == b.batch.msg_ids
         assert [m.keys for m in a.messages] == b.batch.keys
         assert [m.properties for m in a.messages] == [b.batch.properties(i) for i in range(len(b.batch))]
+
+
+class _GateDispatcher:
+    """A dispatcher that holds the reput thread until released (a slow Delta mirror, say)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def dispatch(self, batch: object) -> None:
+        self.gate.wait(10)
+
+
+def test_wait_visible_waits_for_dispatch_of_what_was_appended(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store()
+    gate = _GateDispatcher()
+    store.add_dispatcher(gate)
+    store.put_messages([Message(topic="ryw", body=b"first", queue_id=0, keys=("k1",))])
+    time.sleep(0.1)  # the reput thread is now parked in the gate
+    assert store.dispatch_behind
+    assert store.wait_visible(0.2) is False  # bounded: a stuck dispatcher does not hang readers
+    threading.Timer(0.3, gate.gate.set).start()
+    assert store.wait_visible(5.0) is True
+    assert not store.dispatch_behind
+    assert store.max_offset("ryw", 0) == 1
+    assert [m.body for m in store.query_by_key("ryw", "k1", 0, 2**62)] == [b"first"]
