@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -68,3 +69,20 @@ def test_readme_tour_runs_as_pasted(tmp_path: Path) -> None:
     # The follower saw what was produced after it started (step 7's message), not only the backlog.
     follow = [s for s in stopped if "--follow" in s[0]]
     assert follow and '{"id": 4, "amount": 12}' in follow[0][2], follow[0][2] if follow else "no follower"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_readme_links_point_at_headings_and_files_that_exist() -> None:
+    body = re.sub(r"```.*?```", "", README, flags=re.S)  # code blocks hold no headings or links
+    anchors = {_slug(m) for m in re.findall(r"^#+ (.+)$", body, flags=re.M)}
+    targets = re.findall(r"\]\(#([^)]+)\)", body)
+    assert len(targets) >= 5
+    for target in targets:
+        assert target in anchors, f"README link #{target} has no heading"
+    for path in re.findall(r"`((?:notebooks|benchmarks|tests|conf)/[\w./-]+\.(?:ipynb|py|toml))`", README):
+        assert (ROOT / path).exists(), f"README names {path}, which does not exist"
