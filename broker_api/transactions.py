@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from store import (
+    DispatchBatch,
     Message,
-    MessageNotFoundError,
     MessageStore,
     PutResult,
     StoreError,
@@ -257,27 +257,26 @@ class TransactionService:
 
     def _publish(self, txs: list[_Tx], skip: dict[str, int] | None = None) -> int:
         """Append the real messages of decided ``txs``, then journal that they are out."""
-        messages: list[Message] = []
-        for tx in txs:
-            for msg_id in tx.halves[(skip or {}).get(tx.tx_id, 0):]:
-                try:
-                    messages.append(self._real(self._store.get_message(msg_id)))
-                except MessageNotFoundError:
-                    log.error("half message %s of transaction %s is gone; skipped", msg_id, tx.tx_id)
+        ids = [msg_id for tx in txs for msg_id in tx.halves[(skip or {}).get(tx.tx_id, 0):]]
+        halves = self._store.read_records(ids)  # one parse per run of halves, not one read per message
+        messages = [self._real(halves, i) for i in range(len(halves))]
+        if len(messages) < len(ids):
+            log.error("%d half message(s) of transaction(s) %s are gone; skipped",
+                      len(ids) - len(messages), ", ".join(t.tx_id for t in txs))
         if messages:
             self._store.put_messages(messages)
         self._log({"op": "published", "txs": [t.tx_id for t in txs]})
         return len(messages)
 
     @staticmethod
-    def _real(half: Any) -> Message:
-        props = dict(half.properties)
+    def _real(halves: DispatchBatch, i: int) -> Message:
+        props = halves.properties(i)
         topic = props.pop(_REAL_TOPIC)
         queue_id = int(props.pop(_REAL_QID))
         return Message(
-            topic=topic, body=half.body, queue_id=queue_id, keys=half.keys, tags=half.tags,
+            topic=topic, body=halves.bodies[i], queue_id=queue_id, keys=halves.keys[i], tags=halves.tags[i],
             properties=props, sys_flag=int(SysFlag.TRANSACTION_COMMIT),
-            born_timestamp=half.born_timestamp, prepared_transaction_offset=half.phy_offset,
+            born_timestamp=int(halves.born_timestamps[i]), prepared_transaction_offset=int(halves.phy_offsets[i]),
         )
 
     def _recover_publish(self, tx: _Tx) -> None:

@@ -237,6 +237,12 @@ class MessageStore:
         if dispatcher in self.reput.dispatchers:
             self.reput.dispatchers.remove(dispatcher)
 
+    def read_records(self, msg_ids: list[str]) -> DispatchBatch:
+        """The messages with these ids as columns, in CommitLog order; ids whose records are gone
+        (retention) are left out.  Much faster than ``get_message`` per id for records written together."""
+        self._check_running()
+        return pull.read_records(self.commitlog, [codec.parse_msg_id(m)[1] for m in msg_ids])
+
     def read_dispatch_batches(self, from_offset: int, max_bytes: int = 8 << 20) -> Iterator[DispatchBatch]:
         """Parse the CommitLog from a record boundary up to its current end."""
         self._check_running()

@@ -208,3 +208,17 @@ def test_wait_visible_waits_for_dispatch_of_what_was_appended(open_store: Callab
     assert not store.dispatch_behind
     assert store.max_offset("ryw", 0) == 1
     assert [m.body for m in store.query_by_key("ryw", "k1", 0, 2**62)] == [b"first"]
+
+
+def test_read_records_returns_the_asked_records_in_log_order_across_segments(
+        open_store: Callable[..., MessageStore]) -> None:
+    store = open_store()  # 64 KiB segments: 500 records of ~200 B roll several times
+    first = store.put_messages([Message(topic="a", body=b"%d" % i * 40, queue_id=0, keys=(f"k{i}",))
+                                for i in range(500)])
+    other = store.put_messages([Message(topic="b", body=b"other", queue_id=1, tags="t")])
+    wanted = [r.msg_id for r in first[::7]] + [other[0].msg_id]
+    got = store.read_records(list(reversed(wanted)))  # any order in, CommitLog order out
+    assert got.msg_ids == wanted
+    assert [bytes(b) for b in got.bodies[:2]] == [b"0" * 40, b"7" * 40]
+    assert got.keys[1] == ("k7",) and got.topics[-1] == "b" and got.tags[-1] == "t"
+    assert len(store.read_records([])) == 0
