@@ -67,6 +67,7 @@ __all__ = [
     "encode_host",
     "decode_host",
     "make_msg_id",
+    "make_msg_ids",
     "parse_msg_id",
     "tag_code",
     "split_properties",
@@ -124,6 +125,13 @@ def decode_host(value: int) -> str:
 
 def make_msg_id(store_host: int, phy_offset: int) -> str:
     return f"{store_host:016X}{phy_offset:016X}"
+
+
+def make_msg_ids(store_host: int, phy_offsets: Sequence[int]) -> list[str]:
+    """``make_msg_id`` for many offsets at once (hex-encoded in one C call)."""
+    prefix = f"{store_host:016X}"
+    digits = np.asarray(phy_offsets, dtype=">u8").tobytes().hex().upper()
+    return [prefix + digits[i:i + 16] for i in range(0, len(digits), 16)]
 
 
 def parse_msg_id(msg_id: str) -> tuple[int, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 __all__ = [
     "Message",
@@ -53,9 +53,8 @@ class Message:
     prepared_transaction_offset: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
-    """Where an appended message landed."""
+class PutResult(NamedTuple):
+    """Where an appended message landed (a named tuple: one is made per message put, so it must be cheap)."""
 
     msg_id: str
     topic: str

@@ -158,9 +158,10 @@ class MessageStore:
         batch = codec.prepare_batch(messages, int(time.time() * 1000), self._born_host, self.max_message_bytes)
         res = self.commitlog.append(batch)
         self._flusher.wait_for(res.end_offset)
-        prefix, ts = f"{self.commitlog.store_host:016X}", res.store_timestamp
-        return [PutResult(f"{prefix}{p:016X}", m.topic, m.queue_id, q, p, z, ts)
-                for m, p, q, z in zip(messages, res.phy_offsets, res.queue_offsets, batch.sizes)]
+        ids = codec.make_msg_ids(self.commitlog.store_host, res.phy_offsets)
+        n, ts = len(messages), res.store_timestamp
+        return list(map(PutResult._make, zip(ids, [m.topic for m in messages], batch.queue_ids, res.queue_offsets,
+                                             res.phy_offsets, batch.sizes, [ts] * n)))
 
     # -- read ------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
