@@ -127,7 +127,7 @@ def make_msg_id(store_host: int, phy_offset: int) -> str:
     return f"{store_host:016X}{phy_offset:016X}"
 
 
-def make_msg_ids(store_host: int, phy_offsets: Sequence[int]) -> list[str]:
+def make_msg_ids(store_host: int, phy_offsets: Sequence[int] | np.ndarray) -> list[str]:
     """``make_msg_id`` for many offsets at once (hex-encoded in one C call)."""
     prefix = f"{store_host:016X}"
     digits = np.asarray(phy_offsets, dtype=">u8").tobytes().hex().upper()

@@ -220,7 +220,6 @@ def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> Dispa
     bodies = [buf[s : s + b] for s, b in zip((h.st + _HS).tolist(), h.blen.tolist())]
     tag_cache: dict[str | None, int] = {t: codec.tag_code(t) for t in tag_names.values()}
     phys = hdr["phy_offset"].astype(np.int64)
-    prefix = f"{store_host:016X}"
     return DispatchBatch(
         topics=topics,
         queue_ids=hdr["queue_id"].astype(np.int32),
@@ -235,6 +234,6 @@ def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> Dispa
         tags=tags,
         properties_raw=props,
         bodies=bodies,
-        msg_ids=[f"{prefix}{p:016X}" for p in phys.tolist()],
+        msg_ids=codec.make_msg_ids(store_host, phys),
         end_offset=end_offset,
     )
