@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 import zlib
 from types import MappingProxyType
@@ -182,10 +183,12 @@ async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: 
     small = not arrow and (n <= _SMALL_PAGE or store.max_offset(topic, qid) - offset <= _SMALL_PAGE)
     fetch = store.get_messages if small else store.get_message_batch
     if n <= _INLINE_PULL_MAX or small:
-        result: Page = fetch(topic, qid, offset, n, tags, max_bytes)
+        # settle=False: never block the event loop; the pull handler settles in a thread instead.
+        result: Page = fetch(topic, qid, offset, n, tags, max_bytes, settle=False)
     else:
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(None, fetch, topic, qid, offset, n, tags, max_bytes)
+        result = await loop.run_in_executor(None, functools.partial(fetch, settle=False), topic, qid, offset, n,
+                                            tags, max_bytes)
     return _known_queue(result, offset)
 
 

@@ -32,7 +32,7 @@ from .errors import DiskFullError, MessageNotFoundError, StoreClosedError
 from .flush import AsyncFlushService, FlushStats, GroupCommitService, LogicsFlushService
 from .index_service import IndexService
 from .lockfile import StoreLock
-from .message import GetResult, Message, PutResult, StoredMessage
+from .message import GetResult, GetStatus, Message, PutResult, StoredMessage
 from .recovery import recover_commitlog, redispatch_start
 from .retention import RetentionService
 from .reput import ReputService
@@ -44,6 +44,11 @@ _log = logging.getLogger(__name__)
 # Called from the reput thread as (topic, queue_id, new_max_offset).
 ArrivalListener = Callable[[str, int, int], None]
 
+
+# Pull statuses that mean "nothing there": worth a second look once dispatch has caught up.
+_NOTHING = frozenset({GetStatus.NO_QUEUE, GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE,
+                      GetStatus.OFFSET_OVERFLOW})
+_SETTLE_S = 1.0
 
 class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
@@ -165,15 +170,30 @@ class MessageStore:
 
     # -- read ------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
-                     tags: frozenset[str] | None = None, max_bytes: int | None = None) -> GetResult:
+                     tags: frozenset[str] | None = None, max_bytes: int | None = None, *,
+                     settle: bool = True) -> GetResult:
+        """A page of one queue.  Finding nothing while the dispatcher is behind, it waits (at most
+        1 s) for what was put before the call and looks again, unless ``settle`` is False."""
         self._check_running()
-        return pull.pull(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        result = pull.pull(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        if settle and result.status in _NOTHING and self._settled():
+            result = pull.pull(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        return result
 
     def get_message_batch(self, topic: str, queue_id: int, offset: int, max_count: int = 1000,
-                          tags: frozenset[str] | None = None, max_bytes: int | None = None) -> pull.PullBatch:
+                          tags: frozenset[str] | None = None, max_bytes: int | None = None, *,
+                          settle: bool = True) -> pull.PullBatch:
         """Same page as get_messages, as columns (DispatchBatch): the fast path for Arrow pulls."""
         self._check_running()
-        return pull.pull_batch(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        result = pull.pull_batch(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        if settle and result.status in _NOTHING and self._settled():
+            result = pull.pull_batch(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags,
+                                     max_bytes)
+        return result
+
+    def _settled(self) -> bool:
+        """Read your writes: if dispatch is behind, wait for what was put before now; True if it waited."""
+        return self.dispatch_behind and self.wait_visible(_SETTLE_S)
 
     def get_message(self, msg_id: str) -> StoredMessage:
         self._check_running()
@@ -193,6 +213,7 @@ class MessageStore:
 
     def query_by_key(self, topic: str, key: str, begin_ms: int, end_ms: int, max_count: int = 64) -> list[StoredMessage]:
         self._check_running()
+        self._settled()
         phys = self.index.query(topic, key, begin_ms, end_ms, max_count * 2)
         hits = [m for m in pull.read_many(self.commitlog, phys)
                 if m.topic == topic and key in m.keys and begin_ms <= m.store_timestamp <= end_ms]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 import socket
 from pathlib import Path
 
@@ -86,3 +88,15 @@ def test_readme_links_point_at_headings_and_files_that_exist() -> None:
         assert target in anchors, f"README link #{target} has no heading"
     for path in re.findall(r"`((?:notebooks|benchmarks|tests|conf)/[\w./-]+\.(?:ipynb|py|toml))`", README):
         assert (ROOT / path).exists(), f"README names {path}, which does not exist"
+
+
+def test_the_store_example_runs_as_pasted(tmp_path: Path) -> None:
+    """The embeddable-store example of the README, run verbatim in a fresh directory."""
+    section = README[README.index("<!-- section:store -->"):README.index("<!-- /section:store -->")]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    assert code is not None
+    done = subprocess.run([sys.executable, "-c", code.group(1)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "FOUND" in done.stdout  # print(page.status, ...) shows the message was read back
+    assert (tmp_path / "data" / "store" / "commitlog").is_dir()

@@ -222,3 +222,18 @@ def test_read_records_returns_the_asked_records_in_log_order_across_segments(
     assert [bytes(b) for b in got.bodies[:2]] == [b"0" * 40, b"7" * 40]
     assert got.keys[1] == ("k7",) and got.topics[-1] == "b" and got.tags[-1] == "t"
     assert len(store.read_records([])) == 0
+
+
+def test_a_get_right_after_a_put_sees_it_even_while_dispatch_lags(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store()
+    gate = _GateDispatcher()
+    store.add_dispatcher(gate)
+    store.put_messages([Message(topic="lag", body=b"a", queue_id=0)])
+    time.sleep(0.1)  # the reput thread now waits in the gate, before it can dispatch the next put
+    store.put_messages([Message(topic="lag", body=b"b", queue_id=1, keys=("kb",))])
+    assert store.get_messages("lag", 1, 0, settle=False).status is GetStatus.NO_QUEUE  # not dispatched yet
+    threading.Timer(0.3, gate.gate.set).start()
+    page = store.get_messages("lag", 1, 0)  # waits for the dispatcher instead of answering "nothing"
+    assert page.status is GetStatus.FOUND and [m.body for m in page.messages] == [b"b"]
+    assert store.get_message_batch("lag", 1, 0).status is GetStatus.FOUND
+    assert [m.body for m in store.query_by_key("lag", "kb", 0, 2**62)] == [b"b"]
