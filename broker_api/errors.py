@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 import store
@@ -18,9 +17,8 @@ import store
 from .http_errors import (
     ErrorTable,
     error_response,
-    http_exception_response,
+    install_common_handlers,
     lookup,
-    validation_response,
 )
 
 if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
@@ -195,14 +193,6 @@ def _mapped(exc: Exception) -> Response:
     return error_response(status, code, message, headers)
 
 
-async def _handle_validation(request: Request, exc: Exception) -> Response:
-    return validation_response(exc)
-
-
-async def _handle_http(request: Request, exc: Exception) -> Response:
-    return http_exception_response(request, exc, "API")
-
-
 async def _handle_unexpected(request: Request, exc: Exception) -> Response:
     return _unexpected(exc)
 
@@ -216,10 +206,7 @@ def _unexpected(exc: Exception) -> Response:
 
 def install_handlers(app: FastAPI) -> None:
     """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
-    from fastapi.exceptions import RequestValidationError
-
     app.add_exception_handler(BrokerError, _handle_mapped)
     app.add_exception_handler(store.StoreError, _handle_mapped)
-    app.add_exception_handler(RequestValidationError, _handle_validation)
-    app.add_exception_handler(StarletteHTTPException, _handle_http)
+    install_common_handlers(app, "API")
     app.add_exception_handler(Exception, _handle_unexpected)

@@ -15,9 +15,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
+    from fastapi import FastAPI
     from starlette.requests import Request
 
-__all__ = ["ErrorTable", "error_response", "lookup", "validation_response", "http_exception_response"]
+__all__ = ["ErrorTable", "error_response", "http_exception_response", "install_common_handlers", "lookup",
+           "validation_response"]
 
 ErrorTable = dict[type[BaseException], tuple[int, str]]
 
@@ -59,3 +61,17 @@ def http_exception_response(request: Request, exc: Exception, api: str) -> Respo
     elif exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}; see /docs"
     return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
+
+
+def install_common_handlers(app: FastAPI, api: str) -> None:
+    """Answer FastAPI's own validation and routing errors in the documented shape (both apps)."""
+    from fastapi.exceptions import RequestValidationError
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        return validation_response(exc)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        return http_exception_response(request, exc, api)
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)

@@ -103,7 +103,6 @@ def query_by_key(topic: str, request: Request, key: str = Query(..., min_length=
     broker = _broker(request)
     broker.topics.get(topic)
     end = end_ms if end_ms is not None else 2**62
-    broker.settle()
     found = broker.store.query_by_key(topic, key, begin_ms, end, max)
     return {"messages": [message_to_json(m) for m in found]}
 

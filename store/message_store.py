@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from . import codec, pull
 from .checkpoint import StoreCheckpoint
@@ -49,6 +50,7 @@ ArrivalListener = Callable[[str, int, int], None]
 _NOTHING = frozenset({GetStatus.NO_QUEUE, GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE,
                       GetStatus.OFFSET_OVERFLOW})
 _SETTLE_S = 1.0
+_Page = TypeVar("_Page", GetResult, pull.PullBatch)
 
 class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
@@ -174,21 +176,21 @@ class MessageStore:
                      settle: bool = True) -> GetResult:
         """A page of one queue.  Finding nothing while the dispatcher is behind, it waits (at most
         1 s) for what was put before the call and looks again, unless ``settle`` is False."""
-        self._check_running()
-        result = pull.pull(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
-        if settle and result.status in _NOTHING and self._settled():
-            result = pull.pull(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
-        return result
+        return self._read(pull.pull, topic, queue_id, offset, max_count, tags, max_bytes, settle)
 
     def get_message_batch(self, topic: str, queue_id: int, offset: int, max_count: int = 1000,
                           tags: frozenset[str] | None = None, max_bytes: int | None = None, *,
                           settle: bool = True) -> pull.PullBatch:
         """Same page as get_messages, as columns (DispatchBatch): the fast path for Arrow pulls."""
+        return self._read(pull.pull_batch, topic, queue_id, offset, max_count, tags, max_bytes, settle)
+
+    def _read(self, read: Callable[..., _Page], topic: str, queue_id: int, offset: int, max_count: int,
+              tags: frozenset[str] | None, max_bytes: int | None, settle: bool) -> _Page:
+        """One page through ``read``; a second look after settling when it found nothing."""
         self._check_running()
-        result = pull.pull_batch(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        result = read(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
         if settle and result.status in _NOTHING and self._settled():
-            result = pull.pull_batch(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags,
-                                     max_bytes)
+            result = read(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
         return result
 
     def _settled(self) -> bool:

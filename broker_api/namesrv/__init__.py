@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_getattr
 from .client import NamesrvClient
 from .errors import (
     ERROR_TABLE,
@@ -30,17 +31,8 @@ if TYPE_CHECKING:
     from .server import run_namesrv, serve_namesrv
 
 # The app and server load FastAPI: imported on first use, so clients start fast.
-_LAZY = {"create_namesrv_app": "app", "run_namesrv": "server", "serve_namesrv": "server"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'broker_api.namesrv' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, {"create_namesrv_app": "app", "run_namesrv": "server",
+                                      "serve_namesrv": "server"})
 
 
 __all__ = [

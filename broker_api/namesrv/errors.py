@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from ..http_errors import (
     ErrorTable,
     error_response,
-    http_exception_response,
+    install_common_handlers,
     lookup,
-    validation_response,
 )
 
 if TYPE_CHECKING:  # FastAPI itself is imported only by the app, so clients start fast
@@ -89,18 +87,7 @@ async def _handle_mapped(request: Request, exc: Exception) -> Response:
     return error_response(status, code, str(exc) or type(exc).__name__)
 
 
-async def _handle_validation(request: Request, exc: Exception) -> Response:
-    return validation_response(exc)
-
-
-async def _handle_http(request: Request, exc: Exception) -> Response:
-    return http_exception_response(request, exc, "NameServer API")
-
-
 def install_handlers(app: FastAPI) -> None:
     """Register the mapped handler plus FastAPI's validation and HTTP errors."""
-    from fastapi.exceptions import RequestValidationError
-
     app.add_exception_handler(NamesrvError, _handle_mapped)
-    app.add_exception_handler(RequestValidationError, _handle_validation)
-    app.add_exception_handler(StarletteHTTPException, _handle_http)
+    install_common_handlers(app, "NameServer API")
