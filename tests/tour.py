@@ -32,8 +32,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 __all__ = ["Block", "Command", "Tour", "parse_tour", "find_missing"]
 
@@ -134,7 +136,7 @@ class Tour:
         self.env = _user_env(ports[8080], ports[9876])
         self.terminals: list[tuple[Command, subprocess.Popen[bytes], Path]] = []
         self._shell: subprocess.Popen[bytes] | None = None
-        self._fifo_w: object | None = None
+        self._fifo_w: TextIO | None = None
         self._log = workdir / "shell.log"
         self._n = 0
         self._bg_start: int | None = None
@@ -187,8 +189,9 @@ class Tour:
         start = len(self._log.read_bytes())
         if command.background and self._bg_start is None:
             self._bg_start = start
-        self._fifo_w.write(f"{script}\n")  # type: ignore[attr-defined]
-        self._fifo_w.flush()  # type: ignore[attr-defined]
+        assert self._fifo_w is not None
+        self._fifo_w.write(f"{script}\n")
+        self._fifo_w.flush()
         output, rc = self._wait_done(start, command.text)
         if rc != 0:
             raise TourError(f"`{command.text}` exited {rc}; it printed:\n{output}")
@@ -217,11 +220,12 @@ class Tour:
             time.sleep(0.1)
         raise TourError(f"`{text}` did not finish in {self.timeout_s:.0f} s; it printed:\n{out}")
 
-    def _wait_for(self, expect: str, read: object, text: str, proc: subprocess.Popen[bytes] | None) -> None:
+    def _wait_for(self, expect: str, read: Callable[[], str], text: str,
+                  proc: subprocess.Popen[bytes] | None) -> None:
         deadline = time.monotonic() + self.timeout_s
         output = ""
         while time.monotonic() < deadline:
-            output = read()  # type: ignore[operator]
+            output = read()
             if find_missing(expect, output) is None:
                 return
             if proc is not None and proc.poll() is not None:
@@ -246,7 +250,7 @@ class Tour:
     def close(self) -> None:
         """Stop the shell and whatever it still runs in the background."""
         if self._fifo_w is not None:
-            self._fifo_w.close()  # type: ignore[attr-defined]
+            self._fifo_w.close()
         if self._shell is not None:
             try:
                 os.killpg(self._shell.pid, signal.SIGKILL)
