@@ -1,10 +1,17 @@
-"""sparkmq's broker: settings, FastAPI app, routes, long polling, groups, transactions, CLI."""
+"""sparkmq's broker.
+
+Rooms by reader: the broker and its services live here (``broker``,
+``topics``, ``groups``, ``transactions``, ``longpoll``, ``fastfail``,
+``batcher``, ``registration``, ``metrics``, ``tasks``, ``settings``);
+``http/`` is the FastAPI front door, ``cli/`` the ``sparkmq`` command line,
+``client/`` the Python client, ``namesrv/`` the NameServer.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .client import (
+from .client.core import (
     BrokerUnreachableError,
     PullResult,
     QueueInfo,
@@ -36,13 +43,13 @@ from .lazy import lazy_getattr
 from .settings import BrokerSettings, load_settings
 
 if TYPE_CHECKING:
-    from .app import create_app
+    from .http.app import create_app
     from .broker import Broker
-    from .wire import ARROW_STREAM, PULL_SCHEMA
+    from .http.wire import ARROW_STREAM, PULL_SCHEMA
 
 # The app, the broker and the wire formats load FastAPI and pyarrow: imported on first use.
-__getattr__ = lazy_getattr(__name__, {"create_app": "app", "Broker": "broker",
-                                      "ARROW_STREAM": "wire", "PULL_SCHEMA": "wire"})
+__getattr__ = lazy_getattr(__name__, {"create_app": "http.app", "Broker": "broker",
+                                      "ARROW_STREAM": "http.wire", "PULL_SCHEMA": "http.wire"})
 
 __all__ = [
     "ARROW_STREAM",

@@ -2,27 +2,15 @@
 
 Every error answer has the body ``{"error": "<code>", "message": "<what was
 wrong and what to do>"}``.  :data:`ERROR_TABLE` maps exception classes (the
-broker's own and the store's) to a status and a code; :func:`install_handlers`
-registers one handler that walks an exception's MRO through the table.
+broker's own and the store's) to a status and a code;
+:func:`broker_api.http.errors.install_handlers` registers one handler that
+walks an exception's MRO through the table.  This module imports no web
+framework, so the Python client shares it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from starlette.responses import Response
-
 import store
-
-from .http_errors import (
-    ErrorTable,
-    error_response,
-    install_common_handlers,
-    lookup,
-)
-
-if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
-    from fastapi import FastAPI, Request
 
 __all__ = [
     "BrokerError",
@@ -44,10 +32,10 @@ __all__ = [
     "BrokerBusyError",
     "NotReadyError",
     "ERROR_TABLE",
-    "error_response",
-    "response_for",
-    "install_handlers",
+    "ErrorTable",
 ]
+
+ErrorTable = dict[type[BaseException], tuple[int, str]]
 
 
 class BrokerError(Exception):
@@ -157,56 +145,3 @@ ERROR_TABLE: ErrorTable = {
     store.CorruptRecordError: (500, "corrupt_record"),
     store.StoreError: (500, "store_error"),
 }
-
-_STORE_ADVICE: dict[str, str] = {
-    "message_too_large": "; send smaller messages or raise [store] max_message_bytes",
-    "disk_full": "; free disk space or run POST /v1/admin/retention",
-    "store_closed": "; the broker is shutting down, retry against a running broker",
-}
-
-def _lookup(exc: BaseException) -> tuple[int, str]:
-    return lookup(ERROR_TABLE, exc)
-
-
-def response_for(exc: Exception) -> Response:
-    """The error answer for ``exc`` (the table's status and code; 500 for anything else)."""
-    if isinstance(exc, (BrokerError, store.StoreError)):
-        return _mapped(exc)
-    return _unexpected(exc)
-
-
-async def _handle_mapped(request: Request, exc: Exception) -> Response:
-    return _mapped(exc)
-
-
-def _mapped(exc: Exception) -> Response:
-    status, code = _lookup(exc)
-    message = str(exc) or type(exc).__name__
-    if isinstance(exc, store.StoreError):
-        message += _STORE_ADVICE.get(code, "")
-    headers: dict[str, str] | None = None
-    retry = getattr(exc, "retry_after_s", None)
-    if retry is None and status == 503:
-        retry = 1
-    if retry is not None:
-        headers = {"Retry-After": str(retry)}
-    return error_response(status, code, message, headers)
-
-
-async def _handle_unexpected(request: Request, exc: Exception) -> Response:
-    return _unexpected(exc)
-
-
-def _unexpected(exc: Exception) -> Response:
-    # A bug, not a user error: still answer in the documented shape (the
-    # exception is logged by the server as well).
-    return error_response(500, "internal_error",
-                          f"the broker failed unexpectedly ({type(exc).__name__}: {exc}); see the broker log")
-
-
-def install_handlers(app: FastAPI) -> None:
-    """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
-    app.add_exception_handler(BrokerError, _handle_mapped)
-    app.add_exception_handler(store.StoreError, _handle_mapped)
-    install_common_handlers(app, "API")
-    app.add_exception_handler(Exception, _handle_unexpected)

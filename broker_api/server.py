@@ -19,7 +19,7 @@ import uvicorn
 
 from store import StoreError
 
-from .app import create_app
+from .http.app import create_app
 from .broker import Broker
 from .settings import BrokerSettings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .cli import namesrv_command
+from ..cli.namesrv import namesrv_command
 
 
 def main() -> None:

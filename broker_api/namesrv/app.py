@@ -17,8 +17,10 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from starlette.responses import Response
 
-from .errors import BadCrcError, install_handlers
+from ..http.errors import error_response, install_common_handlers, lookup
+from .errors import ERROR_TABLE, BadCrcError, NamesrvError
 from .models import QueryDataVersionBody, RegisterBody, UnregisterBody
 from .route_table import RouteTable
 from .scan import ScanService
@@ -96,3 +98,14 @@ def _client_routes(app: FastAPI, routes: RouteTable) -> None:
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "brokers": routes.broker_count()}
+
+
+async def _handle_mapped(request: Request, exc: Exception) -> Response:
+    status, code = lookup(ERROR_TABLE, exc)
+    return error_response(status, code, str(exc) or type(exc).__name__)
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Register the mapped handler plus FastAPI's validation and HTTP errors."""
+    app.add_exception_handler(NamesrvError, _handle_mapped)
+    install_common_handlers(app, "NameServer API")

@@ -1,25 +1,13 @@
 """The NameServer's error hierarchy and its one HTTP error table.
 
 Every error answer has the body ``{"error": "<code>", "message": "..."}``.
-:data:`ERROR_TABLE` maps classes to (status, code); :func:`install_handlers`
-registers one handler that walks an exception's MRO through the table.
+:data:`ERROR_TABLE` maps classes to (status, code); the app registers one
+handler that walks an exception's MRO through the table.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from starlette.responses import Response
-
-from ..http_errors import (
-    ErrorTable,
-    error_response,
-    install_common_handlers,
-    lookup,
-)
-
-if TYPE_CHECKING:  # FastAPI itself is imported only by the app, so clients start fast
-    from fastapi import FastAPI, Request
+from ..errors import ErrorTable
 
 __all__ = [
     "NamesrvError",
@@ -31,7 +19,6 @@ __all__ = [
     "NamesrvRejectedError",
     "NamesrvUnavailableError",
     "ERROR_TABLE",
-    "install_handlers",
 ]
 
 
@@ -81,13 +68,3 @@ ERROR_TABLE: ErrorTable = {
     NamesrvUnavailableError: (503, "namesrv_unavailable"),
     NamesrvError: (500, "namesrv_error"),
 }
-
-async def _handle_mapped(request: Request, exc: Exception) -> Response:
-    status, code = lookup(ERROR_TABLE, exc)
-    return error_response(status, code, str(exc) or type(exc).__name__)
-
-
-def install_handlers(app: FastAPI) -> None:
-    """Register the mapped handler plus FastAPI's validation and HTTP errors."""
-    app.add_exception_handler(NamesrvError, _handle_mapped)
-    install_common_handlers(app, "NameServer API")

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
-from .broker import Broker
-from .errors import NotReadyError
-from .metrics import render_gauge
+from ..broker import Broker
+from ..errors import NotReadyError
+from ..metrics import render_gauge
 
 __all__ = ["router"]
 

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from .broker import Broker
-from .errors import BadRequestError
+from ..broker import Broker
+from ..errors import BadRequestError
 
 __all__ = ["router"]
 

@@ -9,18 +9,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from . import (
-    routes_admin,
-    routes_groups,
-    routes_messages,
-    routes_ops,
-    routes_tx,
-    sql_api,
-)
-from .broker import Broker
+from ..broker import Broker
+from ..settings import BrokerSettings
+from . import admin, groups, messages, ops, sql, transactions
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware
-from .settings import BrokerSettings
 
 __all__ = ["create_app"]
 
@@ -54,6 +47,6 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.state.mirror = None
     install_handlers(app)
     app.add_middleware(HotPathMiddleware)
-    for module in (routes_messages, routes_admin, routes_groups, routes_tx, routes_ops, sql_api):
+    for module in (messages, admin, groups, transactions, ops, sql):
         app.include_router(module.router)
     return app

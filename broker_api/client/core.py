@@ -35,20 +35,20 @@ from typing import Any
 
 import httpx
 
-from .errors import (
+from ..errors import (
     ERROR_TABLE,
     BadRequestError,
     BrokerError,
     GroupNotFoundError,
     TopicNotFoundError,
 )
-from .namesrv.client import NamesrvClient
-from .namesrv.errors import (
+from ..namesrv.client import NamesrvClient
+from ..namesrv.errors import (
     NamesrvAddressError,
     NamesrvUnavailableError,
     TopicRouteNotFoundError,
 )
-from .namesrv.wire import normalize_url
+from ..namesrv.wire import normalize_url
 
 __all__ = ["BrokerUnreachableError", "MessageLike", "PullResult", "QueueInfo", "SendResult", "SparkMQClient"]
 

@@ -27,15 +27,15 @@ from store import (
     PutResult,
 )
 
-from .broker import Broker
-from .errors import (
+from ..broker import Broker
+from ..errors import (
     BadOffsetError,
     BadRequestError,
     BatchTooLargeError,
     UnsupportedMediaTypeError,
 )
-from .openapi_docs import PRODUCE_DOC, PULL_DOC
-from .topics import TopicConfig
+from .openapi import PRODUCE_DOC, PULL_DOC
+from ..topics import TopicConfig
 from .wire import (
     ARROW_STREAM,
     Draft,

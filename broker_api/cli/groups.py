@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .cli_client import (
+from .common import (
     DEFAULT_URL,
     AsJson,
     Namesrv,

@@ -26,7 +26,7 @@ from benchmarks.machine import git_commit, machine_info, machine_short
 from benchmarks.suite import AREAS, Outcome, bench_command_line, run_suite, specs_for
 from benchmarks.table import BlockMarkersMissing, Row, check_block, markdown_table, rewrite_block
 
-from .cli_client import fail, note
+from .common import fail, note
 
 __all__ = ["bench_command"]
 

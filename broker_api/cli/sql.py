@@ -16,8 +16,8 @@ import typer
 from pydantic import ValidationError
 
 
-from .cli_client import fail, note, print_table, validation_summary
-from .settings import load_settings
+from .common import fail, note, print_table, validation_summary
+from ..settings import load_settings
 
 __all__ = ["sql_command"]
 

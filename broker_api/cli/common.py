@@ -27,8 +27,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .client import BrokerUnreachableError, SparkMQClient
-from .errors import BrokerError
+from ..client.core import BrokerUnreachableError, SparkMQClient
+from ..errors import BrokerError
 
 __all__ = [
     "DEFAULT_URL",

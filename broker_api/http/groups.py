@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
-from .broker import Broker
-from .errors import BadOffsetError, BadRequestError, GroupNotFoundError
+from ..broker import Broker
+from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
 
 __all__ = ["router"]
 

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from ..cli_client import check_listen_address, fail, validation_summary
-from .settings import load_namesrv_settings
+from .common import check_listen_address, fail, validation_summary
+from ..namesrv.settings import load_namesrv_settings
 
 __all__ = ["namesrv_command"]
 
@@ -39,6 +39,6 @@ def namesrv_command(
     except ValidationError as exc:
         fail(f"invalid NameServer settings: {validation_summary(exc)}", code=2)
     check_listen_address(settings.host, settings.port, "NameServer")
-    from .server import serve_namesrv  # loads FastAPI: only when serving
+    from ..namesrv.server import serve_namesrv  # loads FastAPI: only when serving
 
     serve_namesrv(settings)

@@ -10,8 +10,8 @@ from starlette.responses import JSONResponse
 
 from store import MessageNotFoundError
 
-from .broker import Broker
-from .topics import SYSTEM_PREFIX, TopicConfig
+from ..broker import Broker
+from ..topics import SYSTEM_PREFIX, TopicConfig
 from .wire import message_to_json
 
 __all__ = ["router"]

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from store import DispatchBatch, StoredMessage, decode_properties
 
-from .errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError
+from ..errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError
 
 __all__ = [
     "ARROW_STREAM",

@@ -21,8 +21,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from store import StoreError
 
-from .errors import BrokerError, response_for
-from .routes_messages import produce, pull
+from ..errors import BrokerError
+from .errors import response_for
+from .messages import produce, pull
 
 __all__ = ["HotPathMiddleware"]
 

@@ -3,14 +3,14 @@
     sparkmq serve [--host H] [--port P] [--data-dir D] [--config F] [--flush-mode sync|async]
                   [--namesrv A;B] [--cluster C] [--broker-name N] [--broker-id I]
     sparkmq namesrv [--host H] [--port P] [--config F]
-    sparkmq topic create|list|describe|delete ...        (cli_topic)
-    sparkmq produce TOPIC [BODY ...] [--file PATH]       (cli_produce; stdin lines when no body)
-    sparkmq consume TOPIC [--group G] [--follow]         (cli_consume)
-    sparkmq groups [GROUP]; sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]   (cli_groups)
-    sparkmq sql "SELECT ..."                             (cli_sql, over the Delta mirror)
+    sparkmq topic create|list|describe|delete ...        (cli/topic.py)
+    sparkmq produce TOPIC [BODY ...] [--file PATH]       (cli/produce.py; stdin lines when no body)
+    sparkmq consume TOPIC [--group G] [--follow]         (cli/consume.py)
+    sparkmq groups [GROUP]; sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]   (cli/groups.py)
+    sparkmq sql "SELECT ..."                             (cli/sql.py, over the Delta mirror)
 
 Output rules (stdout for data, stderr for progress and one-line errors) are
-in ``cli_client``.
+in ``cli/common.py``.
 
 Client commands reach the broker at ``--url`` (env ``SPARKMQ_URL``,
 default http://127.0.0.1:8080), or with ``--namesrv`` (env ``SPARKMQ_NAMESRV``)
@@ -26,15 +26,15 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from .cli_bench import bench_command
-from .cli_client import check_listen_address, fail, note, validation_summary
-from .cli_consume import consume
-from .cli_groups import groups, offsets
-from .cli_produce import produce
-from .cli_sql import sql_command
-from .cli_topic import topic_app
-from .namesrv.cli import namesrv_command
-from .settings import load_settings
+from .bench import bench_command
+from .common import check_listen_address, fail, note, validation_summary
+from .consume import consume
+from .groups import groups, offsets
+from .produce import produce
+from .sql import sql_command
+from .topic import topic_app
+from .namesrv import namesrv_command
+from ..settings import load_settings
 
 __all__ = ["app", "main"]
 
@@ -79,7 +79,7 @@ def serve(
 
       sparkmq serve --namesrv 127.0.0.1:9876 --cluster c1 --broker-name broker-a
     """
-    from .server import serve as run_server
+    from ..server import serve as run_server
 
     flags = {"host": host, "port": port, "data_dir": str(data_dir) if data_dir else None, "log_level": log_level,
              "namesrv_addr": namesrv, "cluster": cluster, "name": broker_name, "broker_id": broker_id}

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_client import (
+from .common import (
     DEFAULT_URL,
     Namesrv,
     Url,
@@ -19,8 +19,8 @@ from .cli_client import (
     print_table,
     say,
 )
-from .cli_progress import ProgressBar
-from .client import SendResult, SparkMQClient
+from .progress import ProgressBar
+from ..client.core import SendResult, SparkMQClient
 
 __all__ = ["produce"]
 

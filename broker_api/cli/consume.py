@@ -19,9 +19,9 @@ import orjson
 import typer
 from rich.text import Text
 
-from .cli_client import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
-from .cli_progress import ProgressBar
-from .client import SparkMQClient
+from .common import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
+from .progress import ProgressBar
+from ..client.core import SparkMQClient
 
 __all__ = ["consume"]
 

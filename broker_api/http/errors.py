@@ -1,4 +1,4 @@
-"""HTTP error plumbing shared by the broker and the NameServer apps.
+"""HTTP error plumbing: the broker's error answers, and helpers the NameServer shares.
 
 Both answer every error as ``{"error": "<code>", "message": "..."}``; each
 keeps its own hierarchy and table (class → (status, code)), and uses these
@@ -14,14 +14,16 @@ import orjson
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+import store
+
+from ..errors import ERROR_TABLE, BrokerError, ErrorTable
+
 if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
     from fastapi import FastAPI
     from starlette.requests import Request
 
-__all__ = ["ErrorTable", "error_response", "http_exception_response", "install_common_handlers", "lookup",
-           "validation_response"]
-
-ErrorTable = dict[type[BaseException], tuple[int, str]]
+__all__ = ["error_response", "http_exception_response", "install_common_handlers", "install_handlers", "lookup",
+           "response_for", "validation_response"]
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
 
@@ -75,3 +77,59 @@ def install_common_handlers(app: FastAPI, api: str) -> None:
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+
+
+# -- the broker's own errors ---------------------------------------------
+
+_STORE_ADVICE: dict[str, str] = {
+    "message_too_large": "; send smaller messages or raise [store] max_message_bytes",
+    "disk_full": "; free disk space or run POST /v1/admin/retention",
+    "store_closed": "; the broker is shutting down, retry against a running broker",
+}
+
+def _lookup(exc: BaseException) -> tuple[int, str]:
+    return lookup(ERROR_TABLE, exc)
+
+
+def response_for(exc: Exception) -> Response:
+    """The error answer for ``exc`` (the table's status and code; 500 for anything else)."""
+    if isinstance(exc, (BrokerError, store.StoreError)):
+        return _mapped(exc)
+    return _unexpected(exc)
+
+
+async def _handle_mapped(request: Request, exc: Exception) -> Response:
+    return _mapped(exc)
+
+
+def _mapped(exc: Exception) -> Response:
+    status, code = _lookup(exc)
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, store.StoreError):
+        message += _STORE_ADVICE.get(code, "")
+    headers: dict[str, str] | None = None
+    retry = getattr(exc, "retry_after_s", None)
+    if retry is None and status == 503:
+        retry = 1
+    if retry is not None:
+        headers = {"Retry-After": str(retry)}
+    return error_response(status, code, message, headers)
+
+
+async def _handle_unexpected(request: Request, exc: Exception) -> Response:
+    return _unexpected(exc)
+
+
+def _unexpected(exc: Exception) -> Response:
+    # A bug, not a user error: still answer in the documented shape (the
+    # exception is logged by the server as well).
+    return error_response(500, "internal_error",
+                          f"the broker failed unexpectedly ({type(exc).__name__}: {exc}); see the broker log")
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
+    app.add_exception_handler(BrokerError, _handle_mapped)
+    app.add_exception_handler(store.StoreError, _handle_mapped)
+    install_common_handlers(app, "API")
+    app.add_exception_handler(Exception, _handle_unexpected)

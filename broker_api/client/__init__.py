@@ -1,0 +1,11 @@
+"""The Python client for sparkmq brokers (HTTP only; FastAPI need not be installed).
+
+    from broker_api.client import SparkMQClient
+    client = SparkMQClient(endpoint="http://127.0.0.1:8080")
+"""
+
+from __future__ import annotations
+
+from .core import BrokerUnreachableError, MessageLike, PullResult, QueueInfo, SendResult, SparkMQClient
+
+__all__ = ["BrokerUnreachableError", "MessageLike", "PullResult", "QueueInfo", "SendResult", "SparkMQClient"]
