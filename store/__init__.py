@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .config import FlushMode, StoreConfig
+from .config import FlushMode, HAConfig, StoreConfig
 from .dispatch import DispatchBatch, Dispatcher, decode_properties
 from .errors import (
     CorruptRecordError,
@@ -28,6 +28,7 @@ __all__ = [
     "FlushMode",
     "GetResult",
     "GetStatus",
+    "HAConfig",
     "InvalidMessageError",
     "InvalidOffsetError",
     "Message",

@@ -5,6 +5,11 @@ queue offsets, physical offsets and store timestamp, encoded, and copied into
 the mapped segment(s) in one go.  A record never spans two segments; when the
 next record would not fit (with room left for an 8-byte BLANK), the tail gets
 a BLANK record and the writer rolls to a new segment.
+
+A slave writes with :meth:`CommitLog.append_replicated` instead: raw bytes
+from its master land at the same physical offsets after the same checks
+recovery makes (magic, lengths, claimed offset, body CRC), whole records
+only, so a torn or partial tail is never written and never served.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 
 from . import codec
-from .errors import CorruptRecordError, MessageNotFoundError
+from .errors import CorruptRecordError, InvalidOffsetError, MessageNotFoundError
+from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .dispatch import DispatchBatch
 from .message import StoredMessage, SysFlag
@@ -101,6 +108,76 @@ class CommitLog:
         data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
         seg.append(data)
         return hi
+
+    # -- replicated write (slave) -------------------------------------------
+    def append_replicated(self, phy_offset: int, data: bytes) -> int:
+        """Write the master's raw CommitLog bytes ``data`` found at ``phy_offset``.
+
+        ``phy_offset`` must be this log's max offset (a segment start when the log is
+        empty).  Only whole records that pass their checks are written; a partial record
+        at the end is left for the caller to send again with the rest.  A BLANK ends
+        the segment: the rest of ``data`` is its filler.  Returns how many bytes of
+        ``data`` were consumed.  Raises InvalidOffsetError when ``phy_offset`` does not
+        continue the log, CorruptRecordError when a record fails a check or does not
+        fit the segment (the master uses another ``commitlog_segment_bytes``).
+        """
+        with self.write_lock:
+            seg = self._replica_segment(phy_offset)
+            pos = phy_offset - seg.start_offset
+            if pos + len(data) > seg.size:
+                raise CorruptRecordError(f"{len(data)} replicated bytes at {phy_offset} run past the end of segment "
+                                         f"{seg.start_offset}; is commitlog_segment_bytes ({seg.size}) the master's?")
+            res = scan_chunk(data, phy_offset, check_crc=True, store_host=self.store_host)
+            if res.stop is ScanStop.INVALID:
+                raise CorruptRecordError(f"replicated record at {phy_offset + res.consumed} is invalid: {res.reason}")
+            used = res.consumed
+            if pos + used > seg.size - codec.MIN_BLANK:
+                raise CorruptRecordError(f"replicated records at {phy_offset} leave no room for a BLANK in segment "
+                                         f"{seg.start_offset}; is commitlog_segment_bytes ({seg.size}) the master's?")
+            if used:
+                seg.append(data[:used])
+                self._follow_queue_offsets(res.batch)
+            if res.stop is ScanStop.BLANK:
+                self._replica_blank(seg, data[used : used + 8])
+                used = len(data)
+            end = self.queue.max_offset()
+        if used:
+            self.on_append(end)
+        return used
+
+    def _replica_segment(self, phy_offset: int) -> MappedFile:
+        if self.queue.last() is None:
+            if phy_offset % self.queue.segment_size:
+                raise InvalidOffsetError(f"replication into an empty CommitLog must start at a segment boundary; "
+                                         f"{phy_offset} is not a multiple of commitlog_segment_bytes "
+                                         f"({self.queue.segment_size}); is it the master's?")
+            return self.queue.writable(phy_offset)
+        if phy_offset != self.max_offset():
+            raise InvalidOffsetError(f"replicated bytes at {phy_offset} do not continue this CommitLog, "
+                                     f"which ends at {self.max_offset()}")
+        return self.queue.writable()
+
+    @staticmethod
+    def _replica_blank(seg: MappedFile, head: bytes) -> None:
+        """Close the segment with the master's BLANK, which must cover exactly the rest of it."""
+        total = int.from_bytes(head[:4], "big")
+        if total != seg.remaining:
+            raise CorruptRecordError(f"the master's BLANK at {seg.start_offset + seg.wrote} covers {total} bytes but "
+                                     f"{seg.remaining} are left in the segment; is commitlog_segment_bytes "
+                                     f"({seg.size}) the master's?")
+        seg.append(codec.encode_blank(total))
+        seg.wrote = seg.size
+
+    def _follow_queue_offsets(self, batch: DispatchBatch) -> None:
+        """Next queue offsets follow the replicated records, so a promoted slave continues them."""
+        state = batch.sys_flags & 0xC
+        shown = np.flatnonzero(~np.isin(state, _HIDDEN_STATES))
+        table = self.topic_queue_table
+        qids, qoffs = batch.queue_ids.tolist(), batch.queue_offsets.tolist()
+        for i in shown.tolist():
+            key = (batch.topics[i], qids[i])
+            if qoffs[i] >= table.get(key, 0):
+                table[key] = qoffs[i] + 1
 
     # -- read ------------------------------------------------------------
     def read_message(self, phy_offset: int, size: int | None = None) -> StoredMessage:

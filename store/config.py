@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["FlushMode", "StoreConfig"]
+__all__ = ["FlushMode", "HAConfig", "StoreConfig"]
 
 FlushMode = Literal["sync", "async"]
 
@@ -86,3 +86,52 @@ class StoreConfig:
     @property
     def root(self) -> Path:
         return Path(self.root_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class HAConfig:
+    """Master/slave replication of the CommitLog (``store.ha``); defaults are RocketMQ's.
+
+    A slave must run with the master's ``commitlog_segment_bytes``: bytes land at the same
+    physical offsets and a record never spans segments, so segments must roll at the same
+    places.  A slave with another size refuses the stream (see ``HAClient.error``).
+    """
+
+    listen_host: str = field(default="0.0.0.0", metadata={"doc": "Address the master's HA port binds to."})
+    listen_port: int = field(
+        default=10912,
+        metadata={"doc": "Master: TCP port slaves connect to (RocketMQ haListenPort); 0 picks a free one."},
+    )
+    master_address: str | None = field(
+        default=None,
+        metadata={"doc": "Slave: the master's HA address host:port (RocketMQ haMasterAddress); "
+                         "may also come later from the NameServer."},
+    )
+    heartbeat_interval_s: float = field(
+        default=5.0,
+        metadata={"doc": "Seconds between offset reports of an idle slave and heartbeats of an idle master."},
+    )
+    housekeeping_interval_s: float = field(
+        default=20.0,
+        metadata={"doc": "A connection silent this many seconds is closed (RocketMQ haHousekeepingInterval)."},
+    )
+    transfer_batch_bytes: int = field(
+        default=32 << 10,
+        metadata={"doc": "Most record bytes per frame, 32 KiB (a larger single record travels alone)."},
+    )
+    slave_timeout_ms: int = field(
+        default=3000,
+        metadata={"doc": "SYNC_MASTER: how long a put waits for a slave's ack (then FLUSH_SLAVE_TIMEOUT)."},
+    )
+    slave_fallbehind_max_bytes: int = field(
+        default=256 << 20,
+        metadata={"doc": "SYNC_MASTER: a slave further behind than this counts as not available."},
+    )
+    reconnect_min_s: float = field(
+        default=0.2,
+        metadata={"doc": "Slave: first wait before reconnecting; doubles up to reconnect_max_s."},
+    )
+    reconnect_max_s: float = field(
+        default=5.0,
+        metadata={"doc": "Slave: longest wait between reconnects (RocketMQ: 5 s)."},
+    )

@@ -13,6 +13,10 @@
 Start-up: lock → recover the CommitLog → recover ConsumeQueues and index →
 re-dispatch synchronously up to the log's end → rebuild the queue-offset
 table → start reput, flush, logics-flush and retention services.
+
+Replication (``store.ha``) uses four calls here: ``read_commitlog`` and
+``add_append_listener`` on a master, ``append_replicated`` on a slave, and
+``min_phy_offset``/``max_phy_offset`` on both.
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ from .recovery import recover_commitlog, redispatch_start
 from .retention import RetentionService
 from .reput import ReputService
 
-__all__ = ["MessageStore", "ArrivalListener"]
+__all__ = ["MessageStore", "ArrivalListener", "AppendListener"]
 
 _log = logging.getLogger(__name__)
 
 # Called from the reput thread as (topic, queue_id, new_max_offset).
 ArrivalListener = Callable[[str, int, int], None]
+# Called by the appending thread with the CommitLog's new max offset.
+AppendListener = Callable[[int], None]
 
 
 # Pull statuses that mean "nothing there": worth a second look once dispatch has caught up.
@@ -81,6 +87,7 @@ class MessageStore:
         self._running = False
         self.abnormal_start = False
         self.recovery: dict[str, object] = {}
+        self._append_listeners: list[AppendListener] = []
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> None:
@@ -94,7 +101,7 @@ class MessageStore:
                 self._close_files()
                 self._lock.release(clean=False)
                 raise
-            self.commitlog.on_append = self.reput.notify
+            self.commitlog.on_append = self._appended
             for svc in (self.reput, self._flusher, self._logics, self._retention):
                 svc.start()
             self._running = True
@@ -170,7 +177,50 @@ class MessageStore:
         return list(map(PutResult._make, zip(ids, [m.topic for m in messages], batch.queue_ids, res.queue_offsets,
                                              res.phy_offsets, batch.sizes, [ts] * n)))
 
+    def append_replicated(self, phy_offset: int, data: bytes) -> int:
+        """Slave: write raw CommitLog bytes from the master at the same physical offset.
+
+        Whole, valid records only (see CommitLog.append_replicated); returns the bytes of
+        ``data`` consumed, so the caller keeps a partial record for the next frame.  The
+        reput service then builds ConsumeQueues and the index from them as on the master.
+        With SYNC flush, returns once an fdatasync covers them.
+        """
+        self._check_running()
+        used = self.commitlog.append_replicated(phy_offset, data)
+        if used:
+            self._flusher.wait_for(self.commitlog.max_offset())
+        return used
+
+    def _appended(self, end: int) -> None:
+        self.reput.notify(end)
+        for listener in self._append_listeners:
+            listener(end)
+
+    def add_append_listener(self, listener: AppendListener) -> None:
+        """Call ``listener(new_max_offset)`` after every append (the HA master wakes its senders)."""
+        self._append_listeners = [*self._append_listeners, listener]
+
+    def remove_append_listener(self, listener: AppendListener) -> None:
+        self._append_listeners = [x for x in self._append_listeners if x is not listener]
+
     # -- read ------------------------------------------------------------
+    def min_phy_offset(self) -> int:
+        """First CommitLog offset still on disk (start of the oldest retained segment)."""
+        return self.commitlog.min_offset()
+
+    def max_phy_offset(self) -> int:
+        """CommitLog offset just past the last whole record."""
+        return self.commitlog.max_offset()
+
+    def read_commitlog(self, phy_offset: int, max_bytes: int) -> bytes:
+        """Raw CommitLog bytes from ``phy_offset`` up to the write position of its segment
+        (RocketMQ's getCommitLogData); empty when nothing is there.  Never crosses a segment."""
+        self._check_running()
+        try:
+            return self.commitlog.read_chunk(phy_offset, max_bytes)
+        except ValueError:  # segment deleted by retention meanwhile
+            return b""
+
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                      tags: frozenset[str] | None = None, max_bytes: int | None = None, *,
                      settle: bool = True) -> GetResult:

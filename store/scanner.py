@@ -204,6 +204,13 @@ def _topics(u8: np.ndarray, h: _Headers) -> list[str]:
             for b in _gather(u8, h.t_at + 1, h.tlen).split(b"\x00")[:n]]
 
 
+def _msg_ids(hosts: np.ndarray, phys: np.ndarray, default_host: int) -> list[str]:
+    """Ids from each record's own STORE_HOST, so a slave serves the master's ids."""
+    if not len(hosts) or (hosts == hosts[0]).all():
+        return codec.make_msg_ids(int(hosts[0]) if len(hosts) else default_host, phys)
+    return [codec.make_msg_id(int(h), int(p)) for h, p in zip(hosts.tolist(), phys.tolist())]
+
+
 def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> DispatchBatch:
     hdr = h.hdr
     n = len(h.st)
@@ -234,6 +241,6 @@ def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> Dispa
         tags=tags,
         properties_raw=props,
         bodies=bodies,
-        msg_ids=codec.make_msg_ids(store_host, phys),
+        msg_ids=_msg_ids(hdr["store_host"], phys, store_host),
         end_offset=end_offset,
     )

@@ -1,0 +1,107 @@
+"""The classic HA wire format and the master's frame cutter.
+
+Two one-way streams on one TCP connection, all integers big-endian::
+
+    slave -> master: an offset report, 8 bytes, nothing else
+    +---------------------------+
+    | max phy offset  int64     |   first report: where the slave's log ends;
+    +---------------------------+   later ones: acks and heartbeats
+
+    master -> slave: a frame, 12-byte header + body
+    0               8          12                      12+size
+    +---------------+----------+-----------------------+
+    | phy offset    | size     | raw CommitLog bytes   |
+    | int64         | int32    | [offset, offset+size) |
+    +---------------+----------+-----------------------+
+    size 0 = heartbeat; its offset is where the master's next bytes start.
+
+The master cuts frames at record boundaries: whole records, at most
+``transfer_batch_bytes`` of them, or one larger record alone; a frame never
+crosses a segment.  A segment's BLANK travels as its own 8-byte frame and the
+next frame starts at the next segment.  The slave still copes with records
+split across frames (a raw byte stream, as RocketMQ cuts it): it writes whole
+records only and keeps the partial tail until the rest arrives.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .. import codec
+
+__all__ = [
+    "OFFSET",
+    "FRAME_HEADER",
+    "encode_frame",
+    "encode_offset",
+    "parse_frames",
+    "whole_records",
+    "first_record_size",
+    "is_record_start",
+    "FrameError",
+]
+
+OFFSET = struct.Struct(">q")
+FRAME_HEADER = struct.Struct(">qi")
+_SIZE_MAGIC = struct.Struct(">iI")
+_PHY_AT = 28  # PHYSICAL_OFFSET inside a record (see store.codec)
+
+
+class FrameError(ValueError):
+    """Raised when bytes on the wire or in the log do not form what the protocol expects."""
+
+
+def encode_offset(offset: int) -> bytes:
+    return OFFSET.pack(offset)
+
+
+def encode_frame(offset: int, body: bytes = b"") -> bytes:
+    return FRAME_HEADER.pack(offset, len(body)) + body
+
+
+def parse_frames(buf: bytes | bytearray, max_body: int) -> tuple[list[tuple[int, bytes]], int]:
+    """Complete frames at the start of ``buf`` and how many bytes they take."""
+    frames: list[tuple[int, bytes]] = []
+    pos, n = 0, len(buf)
+    while n - pos >= FRAME_HEADER.size:
+        offset, size = FRAME_HEADER.unpack_from(buf, pos)
+        if size < 0 or size > max_body or offset < 0:
+            raise FrameError(f"bad frame header: offset {offset}, size {size} (at most {max_body})")
+        end = pos + FRAME_HEADER.size + size
+        if end > n:
+            break
+        frames.append((offset, bytes(buf[pos + FRAME_HEADER.size : end])))
+        pos = end
+    return frames, pos
+
+
+def whole_records(chunk: bytes) -> tuple[int, bool]:
+    """Length of the whole records at the start of ``chunk``, and whether a BLANK follows them."""
+    pos, n = 0, len(chunk)
+    while pos + 8 <= n:
+        total, magic = _SIZE_MAGIC.unpack_from(chunk, pos)
+        if magic == codec.BLANK_MAGIC:
+            return pos, True
+        if magic != codec.MESSAGE_MAGIC or total < codec.HEADER_SIZE:
+            raise FrameError(f"no record at log position +{pos}: magic {magic:#x}, size {total}")
+        if pos + total > n:
+            break
+        pos += total
+    return pos, False
+
+
+def first_record_size(chunk: bytes) -> int:
+    """TOTAL_SIZE of the record at the start of ``chunk`` (0 when fewer than 4 bytes)."""
+    return int.from_bytes(chunk[:4], "big") if len(chunk) >= 4 else 0
+
+
+def is_record_start(head: bytes, offset: int) -> bool:
+    """Whether ``head`` (bytes read at log ``offset``) begins a record or a BLANK there."""
+    if len(head) < 8:
+        return False
+    _total, magic = _SIZE_MAGIC.unpack_from(head, 0)
+    if magic == codec.BLANK_MAGIC:
+        return True
+    if magic != codec.MESSAGE_MAGIC or len(head) < _PHY_AT + 8:
+        return False
+    return int.from_bytes(head[_PHY_AT : _PHY_AT + 8], "big", signed=True) == offset
