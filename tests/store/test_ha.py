@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,11 +79,11 @@ class Pair:
         self.services.append(svc)
         return m, svc
 
-    def slave(self, master: HAService | str, name: str = "slave", ha: dict[str, object] | None = None,
+    def slave(self, master: HAService | str, name: str = "slave", ha: Mapping[str, Any] | None = None,
               **store: object) -> tuple[MessageStore, HAClient]:
         s = self.open_store(self.tmp_path / name, **{"store_host": SLAVE_HOST, **store})
         address = master if isinstance(master, str) else f"127.0.0.1:{master.port}"
-        client = HAClient(s, HAConfig(master_address=address, **ha or {}))  # type: ignore[arg-type]
+        client = HAClient(s, HAConfig(master_address=address, **ha or {}))
         client.start()
         self.services.append(client)
         return s, client

@@ -115,7 +115,8 @@ def test_heartbeats_while_idle_and_silence_closes(pair: Pair) -> None:
 
 def test_idle_pair_stays_connected_on_heartbeats(pair: Pair) -> None:
     fast = {"heartbeat_interval_s": 0.1, "housekeeping_interval_s": 0.6}
-    master, ha = pair.master(HAConfig(listen_host="127.0.0.1", listen_port=0, **fast))  # type: ignore[arg-type]
+    master, ha = pair.master(HAConfig(listen_host="127.0.0.1", listen_port=0, heartbeat_interval_s=0.1,
+                                      housekeeping_interval_s=0.6))
     produce(master, 5)
     slave, client = pair.slave(ha, ha=fast)
     assert wait_until(lambda: ha.connected_slaves == 1 and slave.max_phy_offset() == master.max_phy_offset())
