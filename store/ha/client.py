@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import HAConfig
-from ..errors import CorruptRecordError, InvalidOffsetError
+from ..errors import CorruptRecordError, InvalidOffsetError, StoreClosedError
 from . import protocol
 from .protocol import FrameError
 
@@ -136,7 +136,7 @@ class HAClient:
         except _Refused as exc:
             self.error = f"replication from {address} refused: {exc}"
             _log.error("HA: %s; this slave's log is left as it is", self.error)
-        except (OSError, FrameError) as exc:
+        except (OSError, FrameError, StoreClosedError) as exc:
             if not self._stop.is_set():
                 _log.warning("HA: connection to master %s lost: %s", address, exc)
         finally:

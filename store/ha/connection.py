@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..config import HAConfig
+from ..errors import StoreError
 from . import protocol
 from .protocol import FrameError
 
@@ -114,7 +115,7 @@ class HAConnection:
                 if whole and self._refuse_at is None:
                     self._on_report(protocol.OFFSET.unpack_from(buf, whole - 8)[0])
                 buf = buf[whole:]
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, StoreError) as exc:
             if not self._stop.is_set():
                 _log.warning("HA: connection to slave %s failed: %s", self.address, exc)
         finally:
@@ -180,7 +181,7 @@ class HAConnection:
                 return
             assert self._start is not None
             self._send_from(self._start)
-        except (OSError, FrameError) as exc:
+        except (OSError, FrameError, StoreError) as exc:
             if not self._stop.is_set():
                 _log.warning("HA: sending to slave %s stopped: %s", self.address, exc)
             self.close()
