@@ -1,11 +1,14 @@
 """A small synchronous HTTP client for the broker, used by driver and executors.
 
-All endpoint handling lives in :class:`BrokerClient._request`: it walks the
-configured broker URLs (``endpoint`` option) and fails over on connection
-errors; a NameServer route lookup slots into :meth:`BrokerClient._endpoints`.
-Requests that may have reached the broker are only retried when they are
-idempotent; a connection refused or a 503/429 (fast failure, nothing stored)
-is always retried, a bounded number of times.
+All endpoint handling lives in :class:`BrokerClient._request`. A client
+talks to one broker: its master's URL, then its slaves' (``endpoint`` list,
+or a NameServer route). Reads go to the first address a shared
+:class:`health.BrokerHealth` does not hold back, so they fall back to a
+slave while the master fails and return to the master once it answers;
+writes (produce, transactions, sink commits, group offsets) go to the
+master only. Requests that may have reached the broker are only retried
+when they are idempotent; a connection refused or a 503/429 (fast failure,
+nothing stored) is always retried, a bounded number of times.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import orjson
 import pyarrow as pa
 
 from .errors import BrokerRequestError, BrokerUnavailableError, TopicNotFoundError
+from .health import BrokerHealth
 from .offsets import QueueRange
 from .options import ClientConfig
 
@@ -46,11 +50,21 @@ class Page:
 
 
 class BrokerClient:
-    """Talks to one logical broker (several URLs for failover) over HTTP."""
+    """Talks to one broker (master URL, then slave URLs) over HTTP.
 
-    def __init__(self, config: ClientConfig) -> None:
+    ``health`` shares back-off with the other clients of a routing layer;
+    when it is given, a request to a broker whose every address is backing
+    off fails at once, without a network call. ``rounds`` is how many passes
+    over the addresses are made before giving up.
+    """
+
+    def __init__(
+        self, config: ClientConfig, *, health: BrokerHealth | None = None, rounds: int = _ROUNDS
+    ) -> None:
         self._config = config
-        self._current = 0
+        self._shared = health is not None
+        self._health = health if health is not None else BrokerHealth()
+        self._rounds = max(1, min(rounds, len(_BACKOFF_S)))
         timeout = httpx.Timeout(config.timeout_s, connect=min(5.0, config.timeout_s))
         self._http = httpx.Client(timeout=timeout)
 
@@ -64,9 +78,15 @@ class BrokerClient:
         self.close()
 
     # -- endpoint handling ------------------------------------------------
-    def _endpoints(self) -> list[str]:
-        urls = list(self._config.endpoints)
-        return urls[self._current:] + urls[: self._current]
+    @property
+    def master(self) -> str:
+        """The address writes go to (the first configured one)."""
+        return self._config.endpoints[0]
+
+    def _endpoints(self, write: bool) -> list[str]:
+        """Addresses to try, in order: the master only for writes."""
+        urls = [self.master] if write else list(self._config.endpoints)
+        return self._health.order(urls)
 
     def _request(
         self,
@@ -74,44 +94,80 @@ class BrokerClient:
         path: str,
         *,
         idempotent: bool = True,
+        write: bool = False,
         **kwargs: Any,
     ) -> httpx.Response:
+        urls = self._endpoints(write)
+        if self._shared and self._health.all_backing_off(urls):
+            raise self._unavailable(method, path, urls, self._backing_off(urls), write)
         errors: list[str] = []
         busy_until = time.monotonic() + self._config.timeout_s
         rounds = 0
-        while rounds < _ROUNDS:
-            resp = self._try_endpoints(method, path, idempotent, errors, kwargs)
+        while rounds < self._rounds:
+            resp = self._try_endpoints(method, path, idempotent, errors, kwargs, urls)
             if resp is None:  # nobody answered: back off, a bounded number of rounds
-                time.sleep(_BACKOFF_S[rounds])
                 rounds += 1
+                if rounds < self._rounds:
+                    time.sleep(_BACKOFF_S[rounds - 1])
+                urls = self._endpoints(write)
             elif resp.status_code in (429, 503) and time.monotonic() < busy_until:
                 # fast failure: nothing was stored; wait as told, up to the request timeout
                 time.sleep(min(1.0, float(resp.headers.get("Retry-After", "0.1") or 0.1)))
             else:
                 return self._check(resp, method, str(resp.request.url))
-        raise BrokerUnavailableError(
-            f"no sparkmq broker answered {method} {path} after {_ROUNDS} rounds over "
-            f"{list(self._config.endpoints)}; is the broker running and is the 'endpoint' "
-            f"option right? last errors: {errors[-3:]}"
-        )
+        raise self._unavailable(method, path, urls, errors, write)
+
+    def _backing_off(self, urls: list[str]) -> list[str]:
+        out = []
+        for url in urls:
+            f = self._health.failure(url)
+            if f is not None:
+                out.append(f"{url}: {f.failures} failure(s) in a row, next try in "
+                           f"{self._health.retry_in(url):.1f} s; last: {f.error}")
+        return out
+
+    def _unavailable(
+        self, method: str, path: str, urls: list[str], errors: list[str], write: bool
+    ) -> BrokerUnavailableError:
+        """The error for a broker none of whose addresses answered."""
+        failure = self._health.failure(urls[0]) if urls else None
+        last = errors[-3:] or ([failure.error] if failure else [])
+        several = len(self._config.endpoints) > 1
+        only = " (writes go to the master only)" if write and several else ""
+        if self._config.broker:
+            text = (f"broker {self._config.broker!r} at {', '.join(urls)}{only} did not answer "
+                    f"{method} {path} (address from the NameServer routes); is that broker "
+                    f"running? last errors: {last}")
+        else:
+            text = (f"no sparkmq broker answered {method} {path} after {self._rounds} round(s) "
+                    f"over {list(self._config.endpoints)}{only}; is the broker running and is "
+                    f"the 'endpoint' option right? last errors: {last}")
+        return BrokerUnavailableError(text, broker=self._config.broker, address=",".join(urls))
 
     def _try_endpoints(
-        self, method: str, path: str, idempotent: bool, errors: list[str], kwargs: dict[str, Any]
+        self, method: str, path: str, idempotent: bool, errors: list[str],
+        kwargs: dict[str, Any], urls: list[str],
     ) -> httpx.Response | None:
-        """The first answer from the endpoints in failover order, or None."""
-        for url in self._endpoints():
+        """The first answer from ``urls`` in order, or None; failures feed the back-off."""
+        for url in urls:
             try:
-                return self._http.request(method, url + path, **kwargs)
+                resp = self._http.request(method, url + path, **kwargs)
             except httpx.ConnectError as exc:
                 errors.append(f"{url}: {exc}")
-                self._current = (self._current + 1) % len(self._config.endpoints)
+                self._health.failed(url, f"{type(exc).__name__}: {exc}")
+                continue
             except httpx.TransportError as exc:
+                self._health.failed(url, f"{type(exc).__name__}: {exc!r}")
                 if not idempotent:
                     raise BrokerUnavailableError(
                         f"{method} {url}{path} failed mid-request ({exc!r}); "
-                        "not retried because it may have been applied"
+                        "not retried because it may have been applied",
+                        broker=self._config.broker, address=url,
                     ) from exc
                 errors.append(f"{url}: {exc!r}")
+                continue
+            self._health.succeeded(url)
+            return resp
         return None
 
     @staticmethod
@@ -172,7 +228,8 @@ class BrokerClient:
 
     def commit_group(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         payload = {"topic": topic, "offsets": {str(q): int(o) for q, o in offsets.items()}}
-        self._request("PUT", f"/v1/groups/{group}/offsets", content=orjson.dumps(payload),
+        self._request("PUT", f"/v1/groups/{group}/offsets", write=True,
+                      content=orjson.dumps(payload),
                       headers={"Content-Type": "application/json"})
 
     # -- producing and transactions ----------------------------------------
@@ -191,7 +248,7 @@ class BrokerClient:
         elif transactional:
             payload["transactional"] = True
         resp = self._request(
-            "POST", f"/v1/topics/{topic}/messages", idempotent=False, params=params,
+            "POST", f"/v1/topics/{topic}/messages", idempotent=False, write=True, params=params,
             content=orjson.dumps(payload), headers={"Content-Type": "application/json"},
         )
         return dict(orjson.loads(resp.content))
@@ -214,32 +271,32 @@ class BrokerClient:
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
         resp = self._request(
-            "POST", f"/v1/topics/{topic}/messages", idempotent=False, params=params,
+            "POST", f"/v1/topics/{topic}/messages", idempotent=False, write=True, params=params,
             content=sink.getvalue().to_pybytes(), headers={"Content-Type": ARROW_MIME},
         )
         return dict(orjson.loads(resp.content))
 
     def end_transaction(self, transaction_id: str, action: str) -> None:
-        self._request("POST", f"/v1/transactions/{transaction_id}",
+        self._request("POST", f"/v1/transactions/{transaction_id}", write=True,
                       content=orjson.dumps({"action": action}),
                       headers={"Content-Type": "application/json"})
 
     def commit_sink_batch(self, sink_id: str, batch_id: int, txids: list[str]) -> dict[str, Any]:
         return dict(self._json(
-            "POST", f"/v1/sinks/{sink_id}/batches/{batch_id}/commit",
+            "POST", f"/v1/sinks/{sink_id}/batches/{batch_id}/commit", write=True,
             content=orjson.dumps({"transaction_ids": txids}),
             headers={"Content-Type": "application/json"},
         ))
 
     def abort_sink_batch(self, sink_id: str, batch_id: int, txids: list[str]) -> None:
-        self._request("POST", f"/v1/sinks/{sink_id}/batches/{batch_id}/abort",
+        self._request("POST", f"/v1/sinks/{sink_id}/batches/{batch_id}/abort", write=True,
                       content=orjson.dumps({"transaction_ids": txids}),
                       headers={"Content-Type": "application/json"})
 
     def sink_status(self, sink_id: str) -> dict[str, Any]:
         """``{"sink_id", "last_batch_id", "batches"}``; a sink never committed has None."""
         try:
-            return dict(self._json("GET", f"/v1/sinks/{sink_id}"))
+            return dict(self._json("GET", f"/v1/sinks/{sink_id}", write=True))
         except BrokerRequestError as exc:
             if exc.status != 404:
                 raise

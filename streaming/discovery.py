@@ -25,7 +25,7 @@ from .offsets import (
 )
 from .options import EARLIEST, OffsetSpec, ReaderOptions, Subscription
 
-__all__ = ["discover", "starting_offsets", "check_data_loss", "check_gone_brokers"]
+__all__ = ["discover", "starting_offsets", "check_data_loss"]
 
 log = logging.getLogger("sparkmq.streaming")
 
@@ -161,58 +161,3 @@ def check_data_loss(
             "oldest available offsets instead of failing."
         )
     log.warning("%s; failOnDataLoss=false, skipping ahead", text)
-
-
-def gone_brokers(
-    start: Mapping[QueueKey, int],
-    ranges: Mapping[QueueKey, QueueRange],
-    subscribed: Callable[[str], bool] = lambda _topic: True,
-) -> dict[tuple[str, str], list[QueueKey]]:
-    """(topic, broker) pairs in ``start`` that no longer serve a still-subscribed topic."""
-    serving = {(key_topic(k), key_broker(k)) for k in ranges}
-    out: dict[tuple[str, str], list[QueueKey]] = {}
-    for key in sorted(start):
-        pair = (key_topic(key), key_broker(key))
-        if pair[1] and pair not in serving and subscribed(pair[0]):
-            out.setdefault(pair, []).append(key)
-    return out
-
-
-def check_gone_brokers(
-    start: Mapping[QueueKey, int],
-    ranges: Mapping[QueueKey, QueueRange],
-    known_max: Mapping[QueueKey, int],
-    *,
-    fail: bool,
-    subscribed: Callable[[str], bool] = lambda _topic: True,
-) -> set[tuple[str, str]]:
-    """Fail (or warn) for brokers that left a topic's routes with unread data.
-
-    A queue is unread when its start offset is below the last max offset this
-    query saw, or when this query never saw the broker (after a restart there
-    is no way to tell). Returns the (topic, broker) pairs that are gone.
-    """
-    gone = gone_brokers(start, ranges, subscribed)
-    problems: list[str] = []
-    for (topic, broker), keys in gone.items():
-        unread = [k for k in keys if k not in known_max or start[k] < known_max[k]]
-        if not unread:
-            log.info("broker %r left the routes of %r with everything read", broker, topic)
-            continue
-        detail = ", ".join(
-            f"queue {key_queue(k)} read up to {start[k]}"
-            + (f" of {known_max[k]}" if k in known_max else " (its end is unknown)")
-            for k in unread
-        )
-        problems.append(f"broker {broker!r} no longer serves topic {topic!r} ({detail})")
-    if problems:
-        text = ("a broker disappeared from the NameServer routes while its queues may still "
-                "hold unread messages: " + "; ".join(problems))
-        if fail:
-            raise DataLossError(
-                text + ". Restart that broker so it registers again (reading resumes where "
-                "it stopped), or set .option('failOnDataLoss', 'false') to go on without it "
-                "(its offsets stay in the checkpoint, so reading resumes if it comes back)."
-            )
-        log.warning("%s; failOnDataLoss=false, going on without it", text)
-    return set(gone)

@@ -29,7 +29,12 @@ class OptionError(SparkMQError, ValueError):
 
 
 class BrokerUnavailableError(SparkMQError):
-    """Raised when no configured broker endpoint answers."""
+    """Raised when a broker (every address of it) does not answer; names it and where."""
+
+    def __init__(self, message: str, *, broker: str = "", address: str = "") -> None:
+        super().__init__(message)
+        self.broker = broker
+        self.address = address
 
 
 class NamesrvUnavailableError(SparkMQError):

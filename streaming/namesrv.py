@@ -10,7 +10,10 @@ The NameServer answers ``GET /v1/routes/{topic}``::
 
 and ``GET /v1/topics`` → ``{"topics": {topic: [broker names]}}``. Several
 NameServers (``;``-separated) are asked in turn; the first that knows wins.
-Only the master (broker id 0, else the lowest id) address is used.
+Every address of a broker name is kept, master (id 0) first, then the
+slaves by id: reads fall back to a slave while the master does not answer;
+writes go to the master only (a broker name without a live master takes no
+writes, as RocketMQ's publish info leaves it out).
 """
 
 from __future__ import annotations
@@ -27,22 +30,28 @@ __all__ = ["BrokerRoute", "NamesrvLookup"]
 
 @dataclass(frozen=True)
 class BrokerRoute:
-    """One broker serving a topic: its name, master address and queue counts."""
+    """One broker name serving a topic: its addresses (master first) and queue counts."""
 
     name: str
-    address: str
+    addresses: tuple[str, ...]
     read_queues: int
     write_queues: int
+    has_master: bool = True
+
+    @property
+    def address(self) -> str:
+        """The address tried first: the master's, else the lowest slave id's."""
+        return self.addresses[0]
 
     @property
     def writable(self) -> bool:
-        return self.write_queues > 0
+        """Takes writes: writable queues and a live master (writes never go to a slave)."""
+        return self.write_queues > 0 and self.has_master
 
 
-def _master(addresses: dict[str, str]) -> str | None:
-    if not addresses:
-        return None
-    return str(addresses.get("0") or addresses[min(addresses, key=int)]).rstrip("/")
+def _ordered(addresses: dict[str, str]) -> tuple[str, ...]:
+    """Addresses by broker id: the master (0) first, then the slaves."""
+    return tuple(str(addresses[k]).rstrip("/") for k in sorted(addresses, key=int))
 
 
 def parse_route(body: dict[str, Any]) -> dict[str, BrokerRoute]:
@@ -51,15 +60,16 @@ def parse_route(body: dict[str, Any]) -> dict[str, BrokerRoute]:
     out: dict[str, BrokerRoute] = {}
     for b in body.get("brokers", []):
         name = str(b["broker_name"])
-        addr = _master({str(k): str(v) for k, v in (b.get("addresses") or {}).items()})
+        ids = {str(k): str(v) for k, v in (b.get("addresses") or {}).items()}
         q = queues.get(name)
-        if addr is None or q is None:
+        if not ids or q is None:
             continue
         perm = str(q.get("perm", "rw"))
         out[name] = BrokerRoute(
-            name, addr,
+            name, _ordered(ids),
             int(q.get("read_queues", 0)) if "r" in perm else 0,
             int(q.get("write_queues", 0)) if "w" in perm else 0,
+            has_master="0" in ids,
         )
     return dict(sorted(out.items()))
 

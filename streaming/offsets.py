@@ -206,9 +206,11 @@ def plan_end(
 ) -> dict[QueueKey, int]:
     """The end offsets of the next micro-batch.
 
-    Queues in ``start`` but gone from ``ranges`` keep their offset; queues new
-    in ``ranges`` start at 0. A start below the queue's min offset (retention)
-    begins at the min offset. ``target`` caps every queue (Trigger.AvailableNow);
+    Queues in ``start`` but gone from ``ranges`` (a broker that is down) keep
+    their offset; queues new in ``ranges`` start at 0. A start below the
+    queue's min offset (retention) begins at the min offset; one above its max
+    offset (the broker came back with less data, failOnDataLoss=false) goes
+    back to the max offset. ``target`` caps every queue (Trigger.AvailableNow);
     ``max_rows`` caps the total (maxOffsetsPerTrigger).
     """
     end = dict(start)
@@ -216,7 +218,7 @@ def plan_end(
     available: dict[QueueKey, int] = {}
     for key, rng in ranges.items():
         s = start.get(key, 0)
-        begin[key] = max(s, rng.min_offset)
+        begin[key] = min(max(s, rng.min_offset), rng.max_offset)
         hi = rng.max_offset
         if target is not None:
             hi = min(hi, target.get(key, s))

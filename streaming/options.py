@@ -39,11 +39,17 @@ SpecKind = Literal["earliest", "latest", "group", "json", "timestamp"]
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """Where the brokers are and how long to wait for them."""
+    """Where the brokers are and how long to wait for them.
+
+    ``endpoints`` are one broker's addresses: its master, then its slaves
+    (reads fall back to a slave, writes go to the first only). ``broker``
+    names the broker when the addresses came from a NameServer route.
+    """
 
     endpoints: tuple[str, ...]
     timeout_s: float = 30.0
     namesrv: tuple[str, ...] = ()
+    broker: str = ""
 
     @property
     def routed(self) -> bool:
@@ -89,6 +95,8 @@ class ReaderOptions:
     group: str | None
     tags: str | None
     page_size: int
+    broker_down_timeout_ms: int = 600_000
+    skip_unavailable_brokers: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,7 @@ class WriterOptions:
     topic: str | None
     sink_id: str | None
     chunk_rows: int
+    send_retries: int = 2
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -122,6 +131,15 @@ def _positive_int(options: Mapping[str, str], name: str, default: int | None) ->
     if value <= 0:
         raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}")
     return value
+
+
+def _non_negative_int(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    if not raw.isdigit():
+        raise OptionError(f"option '{name}' must be an integer >= 0, got {raw!r}")
+    return int(raw)
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -155,7 +173,8 @@ def _parse_namesrv(raw: str) -> tuple[str, ...]:
 
 
 def parse_client(options: Mapping[str, str]) -> ClientConfig:
-    """Read ``endpoint`` (comma list of broker URLs) or ``namesrv``, and ``requestTimeoutMs``."""
+    """Read ``endpoint`` (a broker's master URL, then its slaves', comma separated) or
+    ``namesrv``, and ``requestTimeoutMs``."""
     raw = _get(options, "endpoint")
     namesrv = _get(options, "namesrv")
     timeout_ms = _positive_int(options, "requestTimeoutMs", 30_000)
@@ -334,11 +353,21 @@ def parse_reader(options: Mapping[str, str], *, batch: bool) -> ReaderOptions:
         group=group,
         tags=_get(options, "tags"),
         page_size=page_size,
+        broker_down_timeout_ms=_non_negative_int(options, "brokerDownTimeoutMs", 600_000),
+        skip_unavailable_brokers=_skip_unavailable(options, batch),
     )
 
 
+def _skip_unavailable(options: Mapping[str, str], batch: bool) -> bool:
+    skip = _bool(options, "skipUnavailableBrokers", False)
+    if skip and not batch:
+        raise OptionError("option 'skipUnavailableBrokers' is for batch reads (spark.read) "
+                          "only; a stream waits for a down broker (see 'brokerDownTimeoutMs')")
+    return skip
+
+
 def parse_writer(options: Mapping[str, str]) -> WriterOptions:
-    """Validate writer options (``topic``, ``sinkId``, ``chunkRows``)."""
+    """Validate writer options (``topic``, ``sinkId``, ``chunkRows``, ``sendRetries``)."""
     chunk_rows = _positive_int(options, "chunkRows", 10_000)
     assert chunk_rows is not None
     return WriterOptions(
@@ -346,4 +375,5 @@ def parse_writer(options: Mapping[str, str]) -> WriterOptions:
         topic=_get(options, "topic"),
         sink_id=_get(options, "sinkId"),
         chunk_rows=chunk_rows,
+        send_retries=_non_negative_int(options, "sendRetries", 2),
     )

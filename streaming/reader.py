@@ -3,30 +3,30 @@
 Driver side, per micro-batch::
 
     initialOffset()                  -> {"orders": {"0": 0, "1": 0, ...}}
-    latestOffset(start, limit)       -> end: queue windows, data-loss check,
-                                        AvailableNow target, maxOffsetsPerTrigger
+    latestOffset(start, limit)       -> end: queue windows, down brokers, data-loss
+                                        check, AvailableNow target, maxOffsetsPerTrigger
     partitions(start, end)           -> one QueuePartition per queue with end > start
     commit(end)                      -> group offsets to the broker (option 'group')
 
 With ``namesrv`` a queue is (topic, broker, queue): the driver asks the
 NameServer which brokers serve each topic, picks up brokers that joined,
-fails (or warns) for brokers that left with unread data, and puts the owning
-broker's address in each partition.
+and puts the owning broker's addresses (master first, or whichever answered
+last) in each partition. A broker that does not answer, or left the routes
+while the checkpoint holds offsets for it, is *down*: its queues keep their
+offsets while the others advance, and the query fails only after
+``brokerDownTimeoutMs`` (see :mod:`outages`).
 
-Executor side, ``read(partition)`` pulls [start, end) in Arrow pages with its
-own HTTP client (from the partition's broker address, never the NameServer)
-and yields ``pyarrow.RecordBatch`` in the Spark schema. The reader objects
-are pickled to executors, so they hold options, never clients.
+Executor side, ``read(partition)`` is :func:`pull.read_partition`. The
+reader objects are pickled to executors, so they hold options, never clients.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceReader,
@@ -41,95 +41,31 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .brokers import Brokers, open_brokers
-from .client import BrokerClient, Page
-from .discovery import check_data_loss, check_gone_brokers, discover, starting_offsets
+from .discovery import check_data_loss, discover, starting_offsets
 from .errors import (
     BrokerRequestError,
     BrokerUnavailableError,
-    DataLossError,
     NamesrvUnavailableError,
     OptionError,
-    SparkMQError,
     TopicNotFoundError,
 )
-from .offsets import QueueKey, RangePlan, from_json, plan_end, plan_ranges, to_json
-from .options import LATEST, ClientConfig, ReaderOptions
-from .schema import page_to_batch
+from .offsets import (
+    QueueKey,
+    QueueRange,
+    RangePlan,
+    from_json,
+    key_broker,
+    plan_end,
+    plan_ranges,
+    to_json,
+)
+from .options import LATEST, ReaderOptions
+from .outages import BrokerOutages
+from .pull import QueuePartition, read_partition
 
 __all__ = ["QueuePartition", "read_partition", "SparkMQStreamReader", "SparkMQBatchReader"]
 
 log = logging.getLogger("sparkmq.streaming")
-
-
-@dataclass(frozen=True)
-class QueuePartition(InputPartition):
-    """Offsets [start, end) of one consume queue; ``new_queue`` if first seen this batch."""
-
-    topic: str
-    queue_id: int
-    start: int
-    end: int
-    new_queue: bool = False
-    broker: str = ""
-    address: str = ""
-
-    @property
-    def where(self) -> str:
-        if self.broker:
-            return f"{self.topic}@{self.broker}/{self.queue_id}"
-        return f"{self.topic}/{self.queue_id}"
-
-
-def _next_offset(page: Page, part: QueuePartition, cur: int, fail: bool) -> int:
-    where = part.where
-    if page.status in ("FOUND", "NO_MATCHED_MESSAGE"):
-        return page.next_offset
-    if page.status == "OFFSET_TOO_SMALL":
-        if fail and not part.new_queue:
-            raise DataLossError(
-                f"{where}: offsets [{cur}, {page.min_offset}) were deleted by retention before "
-                "Spark read them. Set .option('failOnDataLoss', 'false') to skip them."
-            )
-        log.warning("%s: offsets [%d, %d) are gone, skipping ahead", where, cur, page.min_offset)
-        return max(page.min_offset, page.next_offset)
-    if fail:
-        raise DataLossError(
-            f"{where}: planned to read up to offset {part.end} but the broker answered "
-            f"{page.status} at offset {cur} (queue holds [{page.min_offset}, "
-            f"{page.max_offset})); the queue was reset or deleted. Set "
-            ".option('failOnDataLoss', 'false') to skip."
-        )
-    log.warning("%s: %s at offset %d, skipping to %d", where, page.status, cur, part.end)
-    return part.end
-
-
-def _trim(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
-    offsets = batch.column("offset").to_numpy()
-    keep = int(np.searchsorted(offsets, end, side="left"))
-    return batch if keep == batch.num_rows else batch.slice(0, keep)
-
-
-def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
-    """Pull [start, end) of one queue in Arrow pages; yield Spark-ready batches."""
-    config = opts.client
-    if part.address:
-        config = ClientConfig(endpoints=(part.address,), timeout_s=opts.client.timeout_s)
-    with BrokerClient(config) as client:
-        cur = part.start
-        while cur < part.end:
-            want = min(opts.page_size, part.end - cur)
-            page = client.pull_arrow(part.topic, part.queue_id, cur, want, opts.tags)
-            nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
-            if page.table.num_rows:
-                batch = _trim(page_to_batch(page.table), part.end)
-                if batch.num_rows:
-                    yield batch
-            if nxt <= cur:
-                raise SparkMQError(
-                    f"{part.where}: broker did not advance past offset {cur} "
-                    f"(status {page.status}, next {nxt})"
-                )
-            cur = nxt
 
 
 class _ClientHolder:
@@ -150,26 +86,47 @@ class _ClientHolder:
         return state
 
     def _partition(self, plan: RangePlan, fail: bool) -> QueuePartition | None:
-        """A partition with its broker's address; None (warned) if the broker is gone."""
-        address = ""
-        if plan.broker:
-            address = self.client.address(plan.broker)
-            if not address:
-                try:
-                    address = self.client.serving(plan.topic).get(plan.broker, "")
-                except TopicNotFoundError:
-                    address = ""
-            if not address:
-                text = (f"{plan.topic}@{plan.broker}/{plan.queue_id}: offsets [{plan.start}, "
-                        f"{plan.end}) were planned but broker {plan.broker!r} no longer serves "
-                        f"topic {plan.topic!r} according to the NameServer")
-                if fail:
-                    raise DataLossError(text + ". Restart that broker, or set "
-                                        ".option('failOnDataLoss', 'false') to skip them.")
-                log.warning("%s; failOnDataLoss=false, skipping", text)
+        """A partition with its broker's addresses; None (warned) if it is skipped."""
+        addresses = self.client.addresses(plan.broker)
+        if plan.broker and not addresses:
+            addresses = self._wait_for_route(plan, fail)
+            if not addresses:
                 return None
         return QueuePartition(plan.topic, plan.queue_id, plan.start, plan.end, plan.new_queue,
-                              plan.broker, address)
+                              plan.broker, addresses)
+
+    def _wait_for_route(self, plan: RangePlan, fail: bool) -> tuple[str, ...]:
+        """Addresses of a planned range's broker that left the routes (a replayed batch).
+
+        The range is in Spark's offset log, so it must be read: wait (bounded
+        by brokerDownTimeoutMs) for the broker to register again.
+        """
+        where = f"{plan.topic}@{plan.broker}/{plan.queue_id}"
+        deadline = time.monotonic() + self._opts.broker_down_timeout_ms / 1000.0
+        for _ in range(10_000):
+            try:
+                self.client.refresh(plan.topic)
+            except (TopicNotFoundError, NamesrvUnavailableError) as exc:
+                log.debug("route look-up for %s: %s", where, exc)
+            addresses = self.client.addresses(plan.broker)
+            left = deadline - time.monotonic()
+            if addresses or left <= 0:
+                break
+            log.warning("%s: offsets [%d, %d) were planned but broker %r is not in the "
+                        "NameServer routes; waiting for it (%.0f s left)", where, plan.start,
+                        plan.end, plan.broker, left)
+            time.sleep(min(5.0, left))
+        if addresses:
+            return addresses
+        text = (f"{where}: offsets [{plan.start}, {plan.end}) were planned but broker "
+                f"{plan.broker!r} has not been in the NameServer routes for "
+                f"brokerDownTimeoutMs={self._opts.broker_down_timeout_ms}")
+        if fail:
+            raise BrokerUnavailableError(text + ". Restart that broker, or set "
+                                         ".option('failOnDataLoss', 'false') to skip them.",
+                                         broker=plan.broker)
+        log.warning("%s; failOnDataLoss=false, skipping", text)
+        return ()
 
     def _check_shape(self, flat: dict[QueueKey, int]) -> dict[QueueKey, int]:
         routed = self._opts.client.routed
@@ -191,11 +148,14 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         self._client = None
         self._target: dict[QueueKey, int] | None = None
         self._latest: dict[QueueKey, int] | None = None
-        self._known_max: dict[QueueKey, int] = {}
+        self._outages = BrokerOutages(opts.broker_down_timeout_ms, opts.fail_on_data_loss)
         self._reported: dict | None = None
 
     def initialOffset(self) -> dict:
-        ranges = discover(self.client, self._opts, strict=True)
+        ranges = self._discover({}, strict=True, tolerate=False)
+        for broker, exc in sorted(self.client.unavailable.items()):
+            log.warning("broker %r does not answer at query start (%s); its queues join the "
+                        "query when it answers, read from their earliest offsets", broker, exc)
         start = starting_offsets(
             self.client, self._opts, ranges, self._opts.starting, name="startingOffsets"
         )
@@ -207,23 +167,46 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        ranges = discover(self.client, self._opts, strict=False)
+        ranges = self._discover({}, strict=False, tolerate=True)
         self._target = {key: rng.max_offset for key, rng in ranges.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         self._report_group(start)
         begin = self._check_shape(from_json(start))
-        ranges = discover(self.client, self._opts, strict=False)
+        ranges = self._discover(begin, strict=False, tolerate=True)
         fail = self._opts.fail_on_data_loss
         matches = self._opts.subscription.matches
-        check_data_loss(begin, ranges, fail=fail, subscribed=matches)
-        if self.client.routed:
-            check_gone_brokers(begin, ranges, self._known_max, fail=fail, subscribed=matches)
-            self._known_max.update({key: rng.max_offset for key, rng in ranges.items()})
+        self._outages.update(begin, ranges, self.client, matches)
+        if "" not in self.client.unavailable:
+            check_data_loss(begin, ranges, fail=fail, subscribed=matches)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = plan_end(begin, ranges, target=self._target, max_rows=max_rows)
         self._latest = {key: rng.max_offset for key, rng in ranges.items()}
         return to_json(end)
+
+    def _discover(
+        self, begin: dict[QueueKey, int], *, strict: bool, tolerate: bool
+    ) -> dict[QueueKey, QueueRange]:
+        """Queue windows of the brokers that answer; the others land in ``unavailable``.
+
+        With ``tolerate`` (the query is running), a broker (``endpoint``) or
+        NameServer (``namesrv``, no routes seen yet) that does not answer
+        makes every queue in ``begin`` wait, rather than failing the batch.
+        """
+        view = self.client
+        view.new_round()
+        try:
+            return discover(view, self._opts, strict=strict)
+        except BrokerUnavailableError as exc:
+            if view.routed or not tolerate:
+                raise
+            view.unavailable[""] = exc
+        except NamesrvUnavailableError as exc:
+            if not tolerate:
+                raise
+            for broker in sorted({key_broker(k) for k in begin}):
+                view.unavailable[broker] = BrokerUnavailableError(str(exc), broker=broker)
+        return {}
 
     def reportLatestOffset(self) -> dict | None:
         return to_json(self._latest) if self._latest is not None else None
@@ -246,13 +229,15 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         Spark calls commit(end) of a batch only when it plans the next one, and
         never for the last batch of an AvailableNow run; the ``start`` handed to
         latestOffset() is the end of a batch Spark has finished, so it is
-        reported from there too.
+        reported from there too. A broker that is down misses this report and
+        gets the next one.
         """
         if self._opts.group is None or processed == self._reported:
             return
         per_owner: dict[tuple[str, ...], dict[int, int]] = {}
         for key, off in from_json(processed).items():
             per_owner.setdefault(tuple(key[:-1]), {})[int(key[-1])] = off  # type: ignore[arg-type]
+        done = True
         for owner, offsets in sorted(per_owner.items()):
             try:
                 client = self.client.client_for((*owner, 0))  # type: ignore[arg-type]
@@ -261,8 +246,9 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
                 # The checkpoint, not the group, is the source of truth; keep going.
                 log.warning("could not report group %r offsets for %s: %s",
                             self._opts.group, "@".join(owner), exc)
-                return
-        self._reported = processed
+                done = False
+        if done:
+            self._reported = processed
 
 
 class SparkMQBatchReader(_ClientHolder, DataSourceReader):
@@ -276,6 +262,7 @@ class SparkMQBatchReader(_ClientHolder, DataSourceReader):
         opts = self._opts
         try:
             ranges = discover(self.client, opts, strict=True)
+            self._check_unavailable()
             start = starting_offsets(self.client, opts, ranges, opts.starting,
                                      name="startingOffsets")
             end = starting_offsets(self.client, opts, ranges, opts.ending,
@@ -295,6 +282,25 @@ class SparkMQBatchReader(_ClientHolder, DataSourceReader):
         finally:
             self.client.close()
             self._client = None
+
+    def _check_unavailable(self) -> None:
+        """Fail for brokers that did not answer, unless skipUnavailableBrokers is set."""
+        down = self.client.unavailable
+        if not down:
+            return
+        text = "; ".join(f"broker {b!r} ({', '.join(self.client.addresses(b))}): {exc}"
+                         for b, exc in sorted(down.items()))
+        if self._opts.skip_unavailable_brokers:
+            log.warning("batch read without the queues of brokers that do not answer "
+                        "(skipUnavailableBrokers=true): %s", text)
+            return
+        first = sorted(down)[0]
+        raise BrokerUnavailableError(
+            f"a batch read needs every broker serving the topic, and these do not answer: "
+            f"{text}. Restart them, or set .option('skipUnavailableBrokers', 'true') to read "
+            "only the queues of the brokers that answer.",
+            broker=first, address=",".join(self.client.addresses(first)),
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueuePartition):

@@ -20,7 +20,10 @@ With ``namesrv`` each task routes rows to the brokers serving the topic
 driver commits each broker's transactions on that broker, keyed on
 (sinkId, batchId) there. The guarantee is exactly once *per broker*: a
 replayed batch is dropped by every broker that already committed it and
-committed by the ones that had not (a commit that failed halfway).
+committed by the ones that had not (a commit that failed halfway). A send
+that cannot reach its broker moves the task's free rows (no key, no
+queue_id) to another broker, at most ``sendRetries`` times; see
+:mod:`sending` for why that never duplicates.
 """
 
 from __future__ import annotations
@@ -29,11 +32,9 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -41,9 +42,9 @@ from pyspark.sql.datasource import (
 )
 
 from .client import BrokerClient
-from .errors import OptionError, SinkConflictError, SparkMQError
+from .errors import OptionError, SinkConflictError
 from .options import ClientConfig, WriterOptions
-from .routing import TopicRouter, split_by_broker
+from .sending import SinkCommitMessage, produce_tables, write_task
 
 __all__ = [
     "SinkCommitMessage",
@@ -66,20 +67,6 @@ _COLUMN_TYPES = {
 }
 
 
-@dataclass
-class SinkCommitMessage(WriterCommitMessage):
-    """What one task wrote: its open transactions (one per topic) and row count.
-
-    With ``namesrv``, ``per_broker`` maps broker address → transaction ids and
-    ``broker_names`` address → broker name; ``transaction_ids`` is then empty.
-    """
-
-    transaction_ids: list[str] = field(default_factory=list)
-    rows: int = 0
-    per_broker: dict[str, list[str]] = field(default_factory=dict)
-    broker_names: dict[str, str] = field(default_factory=dict)
-
-
 def validate_input_schema(schema: Any, opts: WriterOptions) -> None:
     """Check the DataFrame's columns before any task runs (driver side)."""
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
@@ -93,132 +80,6 @@ def validate_input_schema(schema: Any, opts: WriterOptions) -> None:
                               f"got {types[name]}")
     if opts.topic is None and "topic" not in types:
         raise OptionError("set .option('topic', ...) or provide a 'topic' column")
-
-
-def _keys(batch: pa.RecordBatch) -> pa.Array | None:
-    names = batch.schema.names
-    if "keys" in names and "key" in names:
-        keys, key = batch.column("keys").to_pylist(), batch.column("key").to_pylist()
-        merged = [ks if ks else ([k] if k is not None else []) for ks, k in zip(keys, key)]
-        return pa.array(merged, pa.list_(pa.string()))
-    if "keys" in names:
-        return batch.column("keys")
-    if "key" in names:
-        return batch.column("key")  # the broker takes a string column as one key per row
-    return None
-
-
-def _produce_table(batch: pa.RecordBatch) -> pa.Table:
-    value = batch.column("value")
-    empty = "" if pa.types.is_string(value.type) else b""
-    columns: dict[str, pa.Array] = {"body": pc.fill_null(value, empty)}
-    keys = _keys(batch)
-    if keys is not None:
-        columns["keys"] = keys
-    for name in ("tags", "properties", "queue_id"):
-        if name in batch.schema.names:
-            columns[name] = batch.column(name)
-    return pa.table(columns)
-
-
-def produce_tables(batch: pa.RecordBatch, topic: str | None) -> dict[str, pa.Table]:
-    """Rows of one Arrow batch → Arrow produce bodies, one per target topic.
-
-    The ``topic`` option wins over a ``topic`` column (as in Spark's Kafka sink).
-    """
-    if topic is not None or "topic" not in batch.schema.names:
-        assert topic is not None
-        return {topic: _produce_table(batch)}
-    topics = batch.column("topic")
-    if topics.null_count:
-        raise SparkMQError("a row has a null 'topic' and there is no 'topic' option")
-    return {
-        str(t): _produce_table(batch.filter(pc.equal(topics, t)))
-        for t in sorted(pc.unique(topics).to_pylist())
-    }
-
-
-class _TaskTransactions:
-    """A task's open transactions: one per (broker address, topic); '' = the endpoint."""
-
-    def __init__(self, opts: WriterOptions) -> None:
-        self._opts = opts
-        self._clients: dict[str, BrokerClient] = {}
-        self.txids: dict[tuple[str, str], str] = {}
-        self.names: dict[str, str] = {}
-        self.rows = 0
-
-    def client(self, address: str) -> BrokerClient:
-        if address not in self._clients:
-            config = self._opts.client if not address else ClientConfig(
-                endpoints=(address,), timeout_s=self._opts.client.timeout_s)
-            self._clients[address] = BrokerClient(config)
-        return self._clients[address]
-
-    def send(self, address: str, topic: str, table: pa.Table) -> None:
-        answer = self.client(address).produce_arrow(
-            topic, table, transactional=True, transaction_id=self.txids.get((address, topic)))
-        self.txids.setdefault((address, topic), str(answer["transaction_id"]))
-        self.rows += table.num_rows
-
-    def rollback(self) -> None:
-        for (address, _topic), txid in self.txids.items():
-            try:
-                self.client(address).end_transaction(txid, "rollback")
-            except SparkMQError as exc:
-                log.warning("rollback of %s failed (the broker times it out): %s", txid, exc)
-
-    def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-
-    def message(self) -> SinkCommitMessage:
-        if not self._opts.client.routed:
-            return SinkCommitMessage(transaction_ids=sorted(self.txids.values()), rows=self.rows)
-        per_broker: dict[str, list[str]] = {}
-        for (address, _topic), txid in sorted(self.txids.items()):
-            per_broker.setdefault(address, []).append(txid)
-        return SinkCommitMessage(rows=self.rows, per_broker=per_broker,
-                                 broker_names=dict(self.names))
-
-
-def _partition_seed() -> int:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.partitionId() if ctx is not None else 0
-
-
-def _send_chunk(
-    tx: _TaskTransactions, router: TopicRouter | None, chunk: pa.RecordBatch,
-    topic_option: str | None, seed: int,
-) -> None:
-    for topic, table in produce_tables(chunk, topic_option).items():
-        if router is None:
-            tx.send("", topic, table)
-            continue
-        for name, (route, part) in split_by_broker(table, router.writable(topic), seed).items():
-            tx.names[route.address] = name
-            tx.send(route.address, topic, part)
-
-
-def _write_task(opts: WriterOptions, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    tx = _TaskTransactions(opts)
-    router = TopicRouter(opts.client.namesrv, opts.client.timeout_s) if opts.client.routed else None
-    seed = _partition_seed() if router is not None else 0
-    try:
-        for batch in iterator:
-            for start in range(0, batch.num_rows, opts.chunk_rows):
-                _send_chunk(tx, router, batch.slice(start, opts.chunk_rows), opts.topic,
-                            seed + start)
-        return tx.message()
-    except BaseException:
-        tx.rollback()
-        raise
-    finally:
-        tx.close()
-        if router is not None:
-            router.close()
 
 
 def _txids(messages: list[WriterCommitMessage | None]) -> list[str]:
@@ -239,7 +100,9 @@ def _per_broker(
             for address, txids in m.per_broker.items():
                 merged.setdefault(address, []).extend(txids)
     return [
-        (names.get(addr, addr), ClientConfig((addr,), opts.client.timeout_s), sorted(txids))
+        (names.get(addr, addr),
+         ClientConfig((addr,), opts.client.timeout_s, broker=names.get(addr, "")),
+         sorted(txids))
         for addr, txids in sorted(merged.items(), key=lambda kv: names.get(kv[0], kv[0]))
     ]
 
@@ -265,7 +128,7 @@ class SparkMQStreamWriter(DataSourceStreamArrowWriter):
         self.sink_id = sink_id
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write_task(self._opts, iterator)
+        return write_task(self._opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         for broker, config, txids in _per_broker(self._opts, messages):
@@ -301,7 +164,7 @@ class SparkMQBatchWriter(DataSourceArrowWriter):
         self.sink_id = f"batch-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write_task(self._opts, iterator)
+        return write_task(self._opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         for _broker, config, txids in _per_broker(self._opts, messages):

@@ -18,8 +18,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 import streaming
-from streaming.discovery import check_gone_brokers
-from streaming.errors import DataLossError, NamesrvUnavailableError, OptionError
+from streaming.errors import NamesrvUnavailableError, OptionError
 from streaming.namesrv import BrokerRoute
 from streaming.offsets import QueueRange, from_json, plan_end, plan_ranges, to_json
 from streaming.options import parse_reader
@@ -87,18 +86,6 @@ def test_planning_picks_up_a_joined_broker_from_its_earliest_offset() -> None:
     plans = plan_ranges(start, end)
     assert [(p.broker, p.start, p.end, p.new_queue) for p in plans] == [
         ("broker-a", 5, 9, False), ("broker-b", 0, 4, True)]
-
-
-def test_a_gone_broker_with_unread_data_fails_unless_told_otherwise() -> None:
-    start = {("t", "broker-a", 0): 5, ("t", "broker-b", 0): 3}
-    ranges = {("t", "broker-a", 0): QueueRange(0, 9)}
-    read_all = {("t", "broker-b", 0): 3}
-    assert check_gone_brokers(start, ranges, read_all, fail=True) == {("t", "broker-b")}
-    with pytest.raises(DataLossError, match="broker 'broker-b' no longer serves topic 't'.*failOnDataLoss"):
-        check_gone_brokers(start, ranges, {("t", "broker-b", 0): 8}, fail=True)
-    with pytest.raises(DataLossError, match="end is unknown"):
-        check_gone_brokers(start, ranges, {}, fail=True)
-    assert check_gone_brokers(start, ranges, {}, fail=False) == {("t", "broker-b")}
 
 
 def test_writer_routing_uses_the_clients_broker_queue_slots() -> None:
