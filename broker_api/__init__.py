@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .client.core import (
+from .client import (
     BrokerUnreachableError,
     PullResult,
     QueueInfo,

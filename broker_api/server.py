@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import sys
 from collections.abc import Generator
 from typing import Any
@@ -74,21 +73,11 @@ class _Server(uvicorn.Server):
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
                     break
-            self._broker.start_registration(f"http://{_advertised(host)}:{port}")
+            self._broker.start_registration(f"http://{self._settings.advertised_host()}:{port}")
             print(
                 f"sparkmq broker {b.name} ready on http://{host}:{port} (data in {self._settings.data_path.resolve()})",
                 flush=True,
             )
-
-
-def _advertised(host: str) -> str:
-    """The host NameServers hand to clients: a wildcard listen address becomes this machine's IP."""
-    if host not in ("0.0.0.0", "::", ""):
-        return host
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
 
 
 def serve(settings: BrokerSettings) -> None:

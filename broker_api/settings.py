@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -219,7 +220,22 @@ class BrokerSettings(TomlSettings):
     def store_config(self) -> StoreConfig:
         values = self.store.model_dump()
         values["root_dir"] = values["root_dir"] or str(self.data_path / "store")
+        values["store_host"] = values["store_host"] or self.store_host(self.broker.port)
         return StoreConfig(**values)
+
+    def advertised_host(self) -> str:
+        """The host NameServers hand to clients: a wildcard listen address becomes this machine's IP."""
+        host = self.broker.host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        try:
+            return socket.gethostbyname(host)
+        except OSError:
+            return "127.0.0.1"
+
+    def store_host(self, port: int) -> str:
+        """``ip:port`` that message ids carry: [store] store_host, else the advertised address and ``port``."""
+        return self.store.store_host or f"{self.advertised_host()}:{port}"
 
     def mirror_values(self) -> dict[str, Any]:
         """MirrorConfig keyword arguments, with the empty defaults filled in."""

@@ -54,8 +54,10 @@ class StoreConfig:
                          "(413 message_too_large past it)."},
     )
     store_host: str = field(
-        default="127.0.0.1:10911",
-        metadata={"doc": "host:port written into records and message ids."},
+        default="",
+        metadata={"doc": "ipv4:port written into records and message ids (RocketMQ's storeHost); "
+                         "\"\" = the broker's advertised address and HTTP port, so ids are unique "
+                         "in a cluster."},
     )
     retention_hours: float = field(
         default=72.0,

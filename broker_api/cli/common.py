@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..client.core import BrokerUnreachableError, SparkMQClient
+from ..client import BrokerUnreachableError, SparkMQClient
 from ..errors import BrokerError
 
 __all__ = [
@@ -96,7 +96,9 @@ def check_listen_address(host: str, port: int, what: str) -> None:
                  "pick another --port")
 
 
-def _hint(namesrv: str | None) -> str:
+def _hint(namesrv: str | None, exc: BrokerUnreachableError) -> str:
+    if exc.broker:  # the NameServers answered; the message names the broker that did not
+        return " (start it again, or read the others with --allow-partial where the command has it)"
     if namesrv:
         return " (is a NameServer running? start one with `sparkmq namesrv`, or check --namesrv)"
     return " (is the broker running? start one with `sparkmq serve`, or pass --url)"
@@ -109,7 +111,7 @@ def open_client(url: str, namesrv: str | None) -> Iterator[SparkMQClient]:
         with SparkMQClient(namesrv=namesrv) if namesrv else SparkMQClient(url) as client:
             yield client
     except BrokerUnreachableError as exc:
-        fail(exc.message + _hint(namesrv))
+        fail(exc.message + _hint(namesrv, exc))
     except BrokerError as exc:
         code = getattr(exc, "code", None)
         status = getattr(exc, "status", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -19,13 +20,15 @@ import orjson
 import typer
 from rich.text import Text
 
+from ..client import BrokerUnreachableError, SparkMQClient
+from ..errors import BrokerError
 from .common import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
 from .progress import ProgressBar
-from ..client.core import SparkMQClient
 
 __all__ = ["consume"]
 
 _PAGE = 100
+_RETRY_DOWN_S = 2.0  # how often a broker that did not answer is tried again
 
 Slot = tuple[str, int]  # (broker name, queue id)
 
@@ -38,6 +41,8 @@ def consume(
     start: Annotated[str, typer.Option("--from", help="earliest | latest, where a group has no offset.")] = "earliest",
     max_messages: Annotated[int, typer.Option("--max", help="Stop after this many (0 = no limit).")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    allow_partial: Annotated[bool, typer.Option(
+        "--allow-partial", help="Exit 0 even if a broker could not be read (with --namesrv).")] = False,
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
@@ -46,7 +51,9 @@ def consume(
     Without --follow it stops once caught up. With --group it starts at the
     group's committed offsets and commits as it goes (also on Ctrl-C), so the
     next run continues where this one stopped. Messages go to stdout, the
-    count to stderr.
+    count to stderr. With --namesrv a broker that does not answer is skipped
+    with a warning and read again once it answers; the exit status is then 3
+    unless --allow-partial.
 
     Examples:
 
@@ -60,8 +67,9 @@ def consume(
         fail("--from must be earliest or latest")
     limit = max_messages or 1 << 62
     with open_client(url, namesrv) as c:
-        positions, backlog = _start_positions(c, topic, queue, group, start)
-        tail = _Tail(c, topic, positions, group, as_json)
+        outages = _Outages()
+        positions, backlog = _start_positions(c, topic, queue, group, start, outages)
+        tail = _Tail(c, topic, positions, group, as_json, outages, (queue, start))
         try:
             tail.run(follow, limit, min(backlog, limit))
         except KeyboardInterrupt:
@@ -69,15 +77,44 @@ def consume(
             note(f"{tail.printed} message(s); interrupted")
             raise typer.Exit(130) from None
     note(f"{tail.printed} message(s)")
+    if outages.ever and not allow_partial:
+        fail(f"not every broker was read: {outages.summary()}; pass --allow-partial to accept a partial read",
+             code=3)
 
 
-def _start_positions(c: SparkMQClient, topic: str, queue: int | None, group: str | None,
-                     start: str) -> tuple[dict[Slot, int], int]:
+class _Outages:
+    """Brokers that did not answer: warned about once per outage, retried every few seconds."""
+
+    def __init__(self) -> None:
+        self.down: dict[str, float] = {}  # broker -> when to try it again
+        self.ever: dict[str, str] = {}  # broker -> what failed, for the final line
+
+    def failed(self, broker: str, url: str, exc: BrokerError) -> None:
+        if broker not in self.down:
+            note(f"warning: skipping broker {broker!r} at {url}: {exc.message}; "
+                 "its queues are read again once it answers")
+        self.down[broker] = time.monotonic() + _RETRY_DOWN_S
+        self.ever[broker] = f"{broker!r} at {url}"
+
+    def answered(self, broker: str) -> None:
+        if self.down.pop(broker, None) is not None:
+            note(f"broker {broker!r} answers again; reading its queues")
+
+    def skip(self, broker: str) -> bool:
+        return time.monotonic() < self.down.get(broker, 0.0)
+
+    def summary(self) -> str:
+        return "broker " + ", ".join(sorted(self.ever.values())) + " did not answer at some point"
+
+
+def _start_positions(c: SparkMQClient, topic: str, queue: int | None, group: str | None, start: str,
+                     outages: _Outages, known: frozenset[str] = frozenset()) -> tuple[dict[Slot, int], int]:
     """Where each queue starts, and the backlog (messages between there and the queue's end)."""
-    queues = [q for q in c.queues(topic) if queue is None or q.queue_id == queue]
-    if not queues:
+    queues = [q for q in c.queues(topic, on_unreachable=outages.failed)
+              if (queue is None or q.queue_id == queue) and q.broker not in known]
+    if not queues and not outages.down and not known:
         fail(f"topic {topic!r} has no queue {queue}")
-    committed: dict[str, dict[int, int]] = c.get_offsets(group, topic) if group else {}
+    committed: dict[str, dict[int, int]] = c.get_offsets(group, topic, on_unreachable=outages.failed) if group else {}
     positions: dict[Slot, int] = {}
     backlog = 0
     for q in queues:
@@ -107,8 +144,9 @@ class _Tail:
     """Round-robins the queues of a topic, printing pages and committing the group's offsets."""
 
     def __init__(self, c: SparkMQClient, topic: str, positions: dict[Slot, int], group: str | None,
-                 as_json: bool) -> None:
+                 as_json: bool, outages: _Outages, start: tuple[int | None, str]) -> None:
         self._c, self._topic, self._group, self._as_json = c, topic, group, as_json
+        self._outages, self._start = outages, start
         self.positions = positions
         self.printed = 0
         self._interrupts = _DeferredInterrupts()
@@ -127,17 +165,30 @@ class _Tail:
                 bar.advance(got)
                 if not got:
                     break
-        idle_wait = max(100, 1000 // len(self.positions))
         while follow and self.printed < limit:
-            self._round(limit, idle_wait)
+            readable = sum(1 for b, _ in self.positions if not self._outages.skip(b))
+            if not readable:
+                time.sleep(0.5)  # every broker is down: wait for one to answer
+            self._round(limit, max(100, 1000 // max(1, readable)))
 
     def _round(self, limit: int, idle_wait: int) -> int:
         """One pull per queue (long-polling only while nothing arrived this round); returns messages printed."""
         got = 0
         many = self._c.routed
+        self._rediscover()
         for (broker, qid), offset in list(self.positions.items()):
-            page = self._c.pull(self._topic, qid, offset, max_messages=min(_PAGE, limit - self.printed),
-                                wait_ms=0 if got else idle_wait, group=self._group, broker=broker if many else None)
+            if self._outages.skip(broker):
+                continue
+            try:
+                page = self._c.pull(self._topic, qid, offset, max_messages=min(_PAGE, limit - self.printed),
+                                    wait_ms=0 if got else idle_wait, group=self._group,
+                                    broker=broker if many else None)
+            except BrokerUnreachableError as exc:
+                if not many:
+                    raise
+                self._outages.failed(broker, exc.url or "?", exc)
+                continue
+            self._outages.answered(broker)
             for msg in page.messages:
                 with self._interrupts.deferred():  # a Ctrl-C commits exactly what was shown
                     _show(msg, broker, self._as_json, many)
@@ -159,7 +210,26 @@ class _Tail:
         for (broker, qid), offset in self.positions.items():
             per_broker.setdefault(broker, {})[qid] = offset
         for broker, offsets in per_broker.items():
-            self._c.commit_offsets(self._group, self._topic, offsets, broker=broker if self._c.routed else None)
+            if self._outages.skip(broker):
+                continue
+            try:
+                self._c.commit_offsets(self._group, self._topic, offsets, broker=broker if self._c.routed else None)
+            except BrokerUnreachableError as exc:
+                if not self._c.routed:
+                    raise
+                self._outages.failed(broker, exc.url or "?", exc)
+
+    def _rediscover(self) -> None:
+        """Add the queues of brokers that did not answer at the start, once they do."""
+        known = frozenset(b for b, _ in self.positions)
+        waiting = [b for b in self._outages.down if b not in known and not self._outages.skip(b)]
+        if not waiting:
+            return
+        queue, start = self._start
+        found, _ = _start_positions(self._c, self._topic, queue, self._group, start, self._outages, known)
+        for broker in {b for b, _ in found}:
+            self._outages.answered(broker)
+        self.positions.update(found)
 
 
 class _DeferredInterrupts:

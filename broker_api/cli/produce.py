@@ -20,7 +20,7 @@ from .common import (
     say,
 )
 from .progress import ProgressBar
-from ..client.core import SendResult, SparkMQClient
+from ..client import SendError, SendResult, SparkMQClient
 
 __all__ = ["produce"]
 
@@ -131,4 +131,7 @@ def _send_all(c: SparkMQClient, topic: str, messages: Iterable[dict[str, Any]], 
     except KeyboardInterrupt:
         note(f"interrupted: {sent.count} message(s) were produced to {topic}")
         raise typer.Exit(130) from None
+    except SendError as exc:
+        stored = sent.count + len(exc.sent)
+        fail(f"{exc.message}; {stored} message(s) in all were produced to {topic} and the input stopped there")
     return sent

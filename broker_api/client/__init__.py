@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
-from .core import BrokerUnreachableError, MessageLike, PullResult, QueueInfo, SendResult, SparkMQClient
+from .core import MessageLike, SparkMQClient, Unreachable
+from .results import BrokerUnreachableError, PullResult, QueueInfo, SendError, SendResult
 
-__all__ = ["BrokerUnreachableError", "MessageLike", "PullResult", "QueueInfo", "SendResult", "SparkMQClient"]
+__all__ = ["BrokerUnreachableError", "MessageLike", "PullResult", "QueueInfo", "SendError", "SendResult",
+           "SparkMQClient", "Unreachable"]

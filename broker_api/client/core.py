@@ -27,99 +27,36 @@ from __future__ import annotations
 
 import base64
 import itertools
+import logging
 import time
-import zlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ..errors import (
-    ERROR_TABLE,
-    BadRequestError,
-    BrokerError,
-    GroupNotFoundError,
-    TopicNotFoundError,
-)
+from ..errors import BadRequestError, BrokerError, GroupNotFoundError, TopicNotFoundError
 from ..namesrv.client import NamesrvClient
-from ..namesrv.errors import (
-    NamesrvAddressError,
-    NamesrvUnavailableError,
-    TopicRouteNotFoundError,
-)
+from ..namesrv.errors import NamesrvAddressError, NamesrvUnavailableError, TopicRouteNotFoundError
 from ..namesrv.wire import normalize_url
+from .results import (
+    BrokerUnreachableError,
+    PullResult,
+    QueueInfo,
+    SendError,
+    SendResult,
+    error_from_answer,
+    retryable,
+)
+from .routing import FaultTracker, Route, id_host, parse_route, urls_by_host
+from .sender import send_routed
 
-__all__ = ["BrokerUnreachableError", "MessageLike", "PullResult", "QueueInfo", "SendResult", "SparkMQClient"]
+__all__ = ["MessageLike", "SparkMQClient", "Unreachable"]
+
+log = logging.getLogger(__name__)
 
 MessageLike = str | bytes | Mapping[str, Any]
-MASTER = "0"
-
-# error code -> the broker's class for it (the first, most specific, entry of ERROR_TABLE wins)
-_CODE_CLASSES: dict[str, type[BrokerError]] = {
-    code: cls for cls, (_, code) in reversed(ERROR_TABLE.items()) if issubclass(cls, BrokerError)
-}
-
-
-class BrokerUnreachableError(BrokerError):
-    """Raised when no broker or NameServer answered a client call (refused, timed out)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """Where one produced message landed."""
-
-    broker: str
-    msg_id: str
-    queue_id: int
-    queue_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    """One pulled page of a queue (``messages`` are the broker's JSON objects)."""
-
-    broker: str
-    status: str
-    messages: list[dict[str, Any]]
-    next_offset: int
-    min_offset: int
-    max_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueInfo:
-    """A queue of a topic on one broker; ``max_offset`` is exclusive."""
-
-    broker: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    """A topic's masters (broker name -> URL) and queue counts, from the NameServers."""
-
-    masters: dict[str, str]
-    write_queues: dict[str, int]
-    read_queues: dict[str, int]
-    fetched: float
-
-    def slots(self) -> list[tuple[str, int]]:
-        return sorted((b, q) for b, n in self.write_queues.items() if b in self.masters for q in range(n))
-
-
-def _error(resp: httpx.Response, url: str) -> BrokerError:
-    """The BrokerError subclass for an error answer (by its ``error`` code)."""
-    try:
-        body = resp.json()
-        code, message = str(body["error"]), str(body["message"])
-    except (ValueError, KeyError, TypeError):
-        code, message = f"http_{resp.status_code}", f"HTTP {resp.status_code} from {url}: {resp.text[:200]}"
-    exc = _CODE_CLASSES.get(code, BrokerError)(message)
-    exc.status, exc.code = resp.status_code, code  # type: ignore[attr-defined]
-    return exc
+# called with (broker name, URL, error) when a read skips a broker that did not answer
+Unreachable = Callable[[str, str, BrokerError], None]
 
 
 def _wire_message(m: MessageLike) -> dict[str, Any]:
@@ -134,9 +71,12 @@ class SparkMQClient:
     """Produce, pull, offsets and topics against one broker or a NameServer-routed cluster."""
 
     def __init__(self, endpoint: str | None = None, *, namesrv: str | Iterable[str] | None = None,
-                 timeout_s: float = 35.0, route_ttl_s: float = 5.0) -> None:
+                 timeout_s: float = 35.0, route_ttl_s: float = 5.0, send_retries: int = 2,
+                 backoff_max_s: float = 60.0) -> None:
         if (endpoint is None) == (namesrv is None):
             raise BadRequestError("give exactly one of endpoint= (a broker URL) or namesrv= (host:port;...)")
+        if send_retries < 0:
+            raise BadRequestError(f"send_retries must be >= 0, got {send_retries}")
         try:
             self.endpoint = normalize_url(endpoint) if endpoint is not None else None
             self._namesrv = NamesrvClient(namesrv, timeout_s=min(timeout_s, 5.0)) if namesrv is not None else None
@@ -144,9 +84,11 @@ class SparkMQClient:
             raise BadRequestError(exc.message) from exc
         self._http = httpx.Client(timeout=timeout_s)
         self._route_ttl_s = route_ttl_s
-        self._routes: dict[str, _Route] = {}
+        self._routes: dict[str, Route] = {}
         self._endpoint_name: str | None = None
         self._rr = itertools.count()
+        self._send_retries = send_retries
+        self.faults = FaultTracker(max_s=backoff_max_s)
 
     def close(self) -> None:
         self._http.close()
@@ -161,16 +103,27 @@ class SparkMQClient:
 
     # -- HTTP ----------------------------------------------------------------
 
-    def _call(self, method: str, url: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, url: str, broker: str | None = None, **kwargs: Any) -> Any:
         try:
             resp = self._http.request(method, url, **kwargs)
-        except httpx.ConnectError as exc:
-            raise BrokerUnreachableError(f"cannot reach the broker at {url.split('/v1')[0]}: {exc}") from exc
         except httpx.HTTPError as exc:
-            raise BrokerUnreachableError(f"request {method} {url} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._unreachable(method, url, broker, exc) from exc
         if resp.status_code >= 400:
-            raise _error(resp, url)
+            raise error_from_answer(resp, url)
         return resp.json()
+
+    def _unreachable(self, method: str, url: str, broker: str | None, exc: httpx.HTTPError) -> BrokerUnreachableError:
+        base = url.split("/v1")[0]
+        who = f"broker {broker!r} at {base}" if broker else f"the broker at {base}"
+        # a refused or timed-out connection sent nothing; anything later may have been stored
+        unknown = method != "GET" and not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+        what = f"{who} did not answer in time" if isinstance(exc, httpx.TimeoutException) else f"cannot reach {who}"
+        where = ("; the NameServer answered and still routes it" if self._namesrv is not None and broker
+                 else "")
+        detail = f"{what} ({type(exc).__name__}: {exc}){where}"
+        if unknown:
+            detail += "; the request may have been stored"
+        return BrokerUnreachableError(detail, broker=broker, url=base, stored_unknown=unknown)
 
     # -- brokers and routes ----------------------------------------------------
 
@@ -179,7 +132,7 @@ class SparkMQClient:
         """True when calls are routed through NameServers."""
         return self._namesrv is not None
 
-    def _route(self, topic: str, refresh: bool = False) -> _Route:
+    def _route(self, topic: str, refresh: bool = False) -> Route:
         assert self._namesrv is not None
         cached = self._routes.get(topic)
         if cached is not None and not refresh and time.monotonic() - cached.fetched < self._route_ttl_s:
@@ -192,11 +145,11 @@ class SparkMQClient:
                 f"{exc.message}; create it with SparkMQClient.create_topic or `sparkmq topic create {topic} "
                 "--namesrv ...`") from exc
         except NamesrvUnavailableError as exc:
-            raise BrokerUnreachableError(exc.message) from exc
-        masters = {b["broker_name"]: b["addresses"][MASTER] for b in raw["brokers"] if MASTER in b["addresses"]}
-        writes = {q["broker_name"]: q["write_queues"] for q in raw["queues"] if "w" in q["perm"]}
-        reads = {q["broker_name"]: q["read_queues"] for q in raw["queues"] if "r" in q["perm"]}
-        route = _Route(masters, writes, reads, time.monotonic())
+            if cached is not None:  # keep serving from the last route while the NameServers are away
+                log.warning("using the cached route of %r: %s", topic, exc.message)
+                return cached
+            raise BrokerUnreachableError(f"no NameServer answered: {exc.message}") from exc
+        route = parse_route(raw)
         self._routes[topic] = route
         return route
 
@@ -221,112 +174,157 @@ class SparkMQClient:
         try:
             info = self._namesrv.cluster()
         except NamesrvUnavailableError as exc:
-            raise BrokerUnreachableError(exc.message) from exc
+            raise BrokerUnreachableError(f"no NameServer answered: {exc.message}") from exc
         return {b["broker_name"]: b["address"] for b in info["brokers"]
                 if b["broker_id"] == 0 and (cluster is None or b["cluster"] == cluster)}
 
-    def _owner(self, topic: str, broker: str | None) -> tuple[str, str]:
-        """(broker name, URL) to pull from / commit to for ``topic``."""
+    def _readers(self, topic: str, broker: str | None) -> tuple[str, list[str]]:
+        """(broker name, URLs that serve its reads: master first, then slaves) for ``topic``."""
         if self._namesrv is None:
             assert self.endpoint is not None
-            return self._endpoint_broker(), self.endpoint
-        masters = self._route(topic).masters
+            return self._endpoint_broker(), [self.endpoint]
+        readable = self._route(topic).readable()
         if broker is None:
-            if len(masters) != 1:
-                raise BadRequestError(f"topic {topic!r} is served by brokers {sorted(masters)}; pass broker=")
-            broker = next(iter(masters))
-        if broker not in masters:
-            masters = self._route(topic, refresh=True).masters
-            if broker not in masters:
+            if len(readable) != 1:
+                raise BadRequestError(f"topic {topic!r} is served by brokers {sorted(readable)}; pass broker=")
+            broker = next(iter(readable))
+        if broker not in readable:
+            readable = self._route(topic, refresh=True).readable()
+            if broker not in readable:
                 raise TopicNotFoundError(f"broker {broker!r} does not serve topic {topic!r} (serving: "
-                                         f"{sorted(masters)}); it may have stopped or left the cluster")
-        return broker, masters[broker]
+                                         f"{sorted(readable)}); it may have stopped or left the cluster")
+        return broker, readable[broker]
+
+    def _read(self, broker: str, urls: list[str], call: Callable[[str], Any]) -> tuple[str, Any]:
+        """``call(url)`` on the first reader that answers (healthy ones first); (URL, answer)."""
+        last: BrokerUnreachableError | None = None
+        for url in self.faults.order(urls):
+            try:
+                answer = call(url)
+            except BrokerUnreachableError as exc:
+                self.faults.failed(url, exc.message)
+                last = exc
+                continue
+            self.faults.succeeded(url)
+            return url, answer
+        assert last is not None
+        if len(urls) > 1:
+            raise BrokerUnreachableError(f"no address of broker {broker!r} answered ({', '.join(urls)}): "
+                                         f"{last.message}", broker=broker, url=urls[0]) from last
+        raise last
 
     # -- produce ---------------------------------------------------------------
 
     def produce(self, topic: str, messages: Sequence[MessageLike]) -> list[SendResult]:
-        """Send ``messages`` (str, bytes, or dicts with body/keys/tags/properties); results in order."""
+        """Send ``messages`` (str, bytes, or dicts with body/keys/tags/properties); results in order.
+
+        With NameServers, messages without a key or queue_id that a broker
+        could not take are sent to another broker (``send_retries`` times).
+        Raises :class:`SendError` (``.results``, ``.errors``, ``.failed``)
+        when some messages were not stored; the others were, once.
+        """
         wire = [_wire_message(m) for m in messages]
         if not wire:
             return []
         if self._namesrv is None:
             return self._send(self._endpoint_broker(), str(self.endpoint), topic, wire)
         route = self._route(topic)
-        slots = route.slots()
-        if not slots:
+        if not route.slots():
             raise TopicNotFoundError(f"no live master broker can write topic {topic!r} (check perm and "
                                      "GET /v1/cluster on the NameServer)")
-        per_broker: dict[str, list[int]] = {}
-        for i, m in enumerate(wire):
-            broker, qid = self._slot(m, slots)
-            if "queue_id" not in m:
-                m["queue_id"] = qid
-            per_broker.setdefault(broker, []).append(i)
-        results: list[SendResult | None] = [None] * len(wire)
-        for broker, indexes in per_broker.items():
-            sent = self._send(broker, route.masters[broker], topic, [wire[i] for i in indexes])
-            for i, r in zip(indexes, sent):
-                results[i] = r
-        return [r for r in results if r is not None]
-
-    def _slot(self, m: Mapping[str, Any], slots: list[tuple[str, int]]) -> tuple[str, int]:
-        keys = m.get("keys") or []
-        if isinstance(keys, str):
-            keys = [keys]
-        if keys:
-            return slots[zlib.crc32(str(keys[0]).encode()) % len(slots)]
-        return slots[next(self._rr) % len(slots)]
+        return send_routed(lambda b, url, part: self._send(b, url, topic, part), route, self.faults, wire,
+                           self._rr, self._send_retries)
 
     def _send(self, broker: str, url: str, topic: str, wire: list[dict[str, Any]]) -> list[SendResult]:
-        answer = self._call("POST", f"{url}/v1/topics/{topic}/messages", json={"messages": wire})
+        answer = self._call("POST", f"{url}/v1/topics/{topic}/messages", broker, json={"messages": wire})
         return [SendResult(broker, r["msg_id"], r["queue_id"], r["queue_offset"]) for r in answer["results"]]
 
     # -- pull and queues ---------------------------------------------------------
 
     def pull(self, topic: str, queue_id: int, offset: int, max_messages: int = 32, wait_ms: int = 0,
              tags: str | None = None, group: str | None = None, broker: str | None = None) -> PullResult:
-        """One page of a queue, from the broker that owns it (``broker=`` when several serve the topic)."""
-        name, url = self._owner(topic, broker)
+        """One page of a queue, from the broker that owns it (``broker=`` when several serve the topic).
+
+        When the master does not answer, a slave of the same broker serves the page.
+        """
+        name, urls = self._readers(topic, broker)
         params: dict[str, Any] = {"offset": offset, "max_messages": max_messages, "wait_ms": wait_ms}
         if tags:
             params["tags"] = tags
         if group:
             params["group"] = group
-        page = self._call("GET", f"{url}/v1/topics/{topic}/queues/{queue_id}/messages", params=params)
+        url, page = self._read(name, urls, lambda u: self._call(
+            "GET", f"{u}/v1/topics/{topic}/queues/{queue_id}/messages", name, params=params))
         return PullResult(name, page["status"], page["messages"], page["next_offset"], page["min_offset"],
-                          page["max_offset"])
+                          page["max_offset"], url)
 
-    def queues(self, topic: str) -> list[QueueInfo]:
-        """Every readable queue of ``topic`` on every broker serving it, sorted by (broker, queue)."""
+    def queues(self, topic: str, on_unreachable: Unreachable | None = None) -> list[QueueInfo]:
+        """Every readable queue of ``topic`` on every broker serving it, sorted by (broker, queue).
+
+        A broker none of whose addresses answers raises, or with
+        ``on_unreachable`` is reported to it and skipped.
+        """
         out: list[QueueInfo] = []
         if self._namesrv is None:
-            targets = self.brokers()
+            targets = {name: [url] for name, url in self.brokers().items()}
             limits: dict[str, int] | None = None
         else:
             route = self._route(topic, refresh=True)
-            targets, limits = route.masters, route.read_queues
-        for name, url in sorted(targets.items()):
-            if limits is not None and name not in limits:
+            targets, limits = route.readable(), route.read_queues
+        for name, urls in sorted(targets.items()):
+            try:
+                _, answer = self._read(name, urls, lambda u: self._call("GET", f"{u}/v1/topics/{topic}/queues", name))
+            except BrokerUnreachableError as exc:
+                if on_unreachable is None:
+                    raise
+                on_unreachable(name, urls[0], exc)
                 continue
-            for q in self._call("GET", f"{url}/v1/topics/{topic}/queues"):
-                if limits is None or q["queue_id"] < limits[name]:
-                    out.append(QueueInfo(name, q["queue_id"], q["min_offset"], q["max_offset"]))
+            out.extend(QueueInfo(name, q["queue_id"], q["min_offset"], q["max_offset"]) for q in answer
+                       if limits is None or q["queue_id"] < limits[name])
         return out
+
+    def message(self, msg_id: str) -> dict[str, Any]:
+        """The message with id ``msg_id``, from the broker that stored it (its address is in the id)."""
+        host = id_host(msg_id)
+        candidates = self._brokers_by_host().get(host) if self._namesrv is not None else None
+        urls = candidates or ([str(self.endpoint)] if self.endpoint else [f"http://{host}"])
+        _, answer = self._read(host, urls, lambda u: self._call("GET", f"{u}/v1/messages/{msg_id}"))
+        return dict(answer)
+
+    def _brokers_by_host(self) -> dict[str, list[str]]:
+        """"ip:port" of every live broker the NameServers know -> its URLs (itself first, then its slaves)."""
+        assert self._namesrv is not None
+        try:
+            info = self._namesrv.cluster()
+        except NamesrvUnavailableError as exc:
+            raise BrokerUnreachableError(f"no NameServer answered: {exc.message}") from exc
+        return urls_by_host(info["brokers"])
 
     # -- consumer offsets --------------------------------------------------------
 
     def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int], broker: str | None = None) -> None:
-        """Commit ``{queue_id: next offset}`` of ``group`` on the broker owning those queues."""
-        _, url = self._owner(topic, broker)
+        """Commit ``{queue_id: next offset}`` of ``group`` on the master owning those queues."""
+        name, urls = self._readers(topic, broker)
         body = {"topic": topic, "offsets": {str(q): int(o) for q, o in offsets.items()}}
-        self._call("PUT", f"{url}/v1/groups/{group}/offsets", json=body)
+        self._call("PUT", f"{urls[0]}/v1/groups/{group}/offsets", name, json=body)
 
-    def get_offsets(self, group: str, topic: str) -> dict[str, dict[int, int]]:
+    def get_offsets(self, group: str, topic: str, on_unreachable: Unreachable | None = None
+                    ) -> dict[str, dict[int, int]]:
         """broker name -> {queue_id: committed next offset}; never-committed queues are absent."""
-        targets = self.brokers(topic)
-        return {name: {int(q): int(o) for q, o in self._call(
-                    "GET", f"{url}/v1/groups/{group}/offsets", params={"topic": topic})["offsets"].items()}
-                for name, url in sorted(targets.items())}
+        targets = (self._route(topic, refresh=True).readable() if self._namesrv is not None
+                   else {name: [url] for name, url in self.brokers().items()})
+        out: dict[str, dict[int, int]] = {}
+        for name, urls in sorted(targets.items()):
+            try:
+                _, answer = self._read(name, urls, lambda u: self._call(
+                    "GET", f"{u}/v1/groups/{group}/offsets", name, params={"topic": topic}))
+            except BrokerUnreachableError as exc:
+                if on_unreachable is None:
+                    raise
+                on_unreachable(name, urls[0], exc)
+                continue
+            out[name] = {int(q): int(o) for q, o in answer["offsets"].items()}
+        return out
 
     # -- topics and groups ---------------------------------------------------------
 
@@ -390,3 +388,4 @@ class SparkMQClient:
         if not out:
             raise GroupNotFoundError(f"consumer group {group!r} has never committed an offset")
         return out
+

@@ -1,0 +1,116 @@
+"""What client calls return and raise: send results, pages, queue infos and the client's errors.
+
+An error answer of a broker becomes the class its ``error`` code maps to in
+:data:`broker_api.errors.ERROR_TABLE`, with ``.status`` and ``.code`` set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import ERROR_TABLE, BrokerError
+
+__all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "error_from_answer",
+           "retryable"]
+
+# error code -> the broker's class for it (the first, most specific, entry of ERROR_TABLE wins)
+_CODE_CLASSES: dict[str, type[BrokerError]] = {
+    code: cls for cls, (_, code) in reversed(ERROR_TABLE.items()) if issubclass(cls, BrokerError)
+}
+# answers that mean "nothing of this request was stored": safe to send again elsewhere
+_NOT_STORED_CODES = frozenset({"broker_busy", "not_ready", "store_closed", "slave_read_only"})
+
+
+class BrokerUnreachableError(BrokerError):
+    """Raised when no broker or NameServer answered a client call (refused, timed out).
+
+    ``broker`` and ``url`` name what failed; ``stored_unknown`` is True when
+    the request may have reached the broker (a timeout after sending), so
+    its messages may be stored.
+    """
+
+    def __init__(self, message: str, *, broker: str | None = None, url: str | None = None,
+                 stored_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.broker, self.url, self.stored_unknown = broker, url, stored_unknown
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Where one produced message landed."""
+
+    broker: str
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+
+
+class SendError(BrokerError):
+    """Raised when some messages of a produce call were not stored; carries every message's outcome.
+
+    ``results[i]`` is the :class:`SendResult` of message ``i`` when it was
+    stored, else None and ``errors[i]`` says why.  Resend only the messages
+    whose result is None, so nothing stored is sent twice.
+    """
+
+    def __init__(self, message: str, results: list[SendResult | None], errors: list[BrokerError | None]) -> None:
+        super().__init__(message)
+        self.results, self.errors = results, errors
+
+    @property
+    def sent(self) -> list[SendResult]:
+        """The results of the messages that were stored, in call order."""
+        return [r for r in self.results if r is not None]
+
+    @property
+    def failed(self) -> list[int]:
+        """Indexes (in the call's list) of the messages that were not stored."""
+        return [i for i, r in enumerate(self.results) if r is None]
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pulled page of a queue (``messages`` are the broker's JSON objects); ``url`` is who answered."""
+
+    broker: str
+    status: str
+    messages: list[dict[str, Any]]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A queue of a topic on one broker; ``max_offset`` is exclusive."""
+
+    broker: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+
+
+def error_from_answer(resp: httpx.Response, url: str) -> BrokerError:
+    """The BrokerError subclass for an error answer (by its ``error`` code)."""
+    try:
+        body = resp.json()
+        code, message = str(body["error"]), str(body["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = f"http_{resp.status_code}", f"HTTP {resp.status_code} from {url}: {resp.text[:200]}"
+    exc = _CODE_CLASSES.get(code, BrokerError)(message)
+    exc.status, exc.code = resp.status_code, code  # type: ignore[attr-defined]
+    retry_after = resp.headers.get("Retry-After", "")
+    if retry_after.isdigit():
+        exc.retry_after_s = int(retry_after)
+    return exc
+
+
+def retryable(exc: BrokerError) -> bool:
+    """Whether ``exc`` proves that nothing of the request was stored (so it may go to another broker)."""
+    if isinstance(exc, BrokerUnreachableError):
+        return not exc.stored_unknown
+    return getattr(exc, "code", "") in _NOT_STORED_CODES
