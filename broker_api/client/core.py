@@ -44,8 +44,8 @@ from .results import (
     QueueInfo,
     SendError,
     SendResult,
+    busy_delay,
     error_from_answer,
-    retryable,
 )
 from .routing import FaultTracker, Route, id_host, parse_route, urls_by_host
 from .sender import send_routed
@@ -72,11 +72,11 @@ class SparkMQClient:
 
     def __init__(self, endpoint: str | None = None, *, namesrv: str | Iterable[str] | None = None,
                  timeout_s: float = 35.0, route_ttl_s: float = 5.0, send_retries: int = 2,
-                 backoff_max_s: float = 60.0) -> None:
+                 backoff_max_s: float = 60.0, busy_retries: int = 3) -> None:
         if (endpoint is None) == (namesrv is None):
             raise BadRequestError("give exactly one of endpoint= (a broker URL) or namesrv= (host:port;...)")
-        if send_retries < 0:
-            raise BadRequestError(f"send_retries must be >= 0, got {send_retries}")
+        if send_retries < 0 or busy_retries < 0:
+            raise BadRequestError(f"send_retries and busy_retries must be >= 0, got {send_retries}, {busy_retries}")
         try:
             self.endpoint = normalize_url(endpoint) if endpoint is not None else None
             self._namesrv = NamesrvClient(namesrv, timeout_s=min(timeout_s, 5.0)) if namesrv is not None else None
@@ -88,6 +88,8 @@ class SparkMQClient:
         self._endpoint_name: str | None = None
         self._rr = itertools.count()
         self._send_retries = send_retries
+        self._busy_retries = busy_retries
+        self.busy_retried = 0  # how many times a busy answer (429/503 with Retry-After) was waited out
         self.faults = FaultTracker(max_s=backoff_max_s)
 
     def close(self) -> None:
@@ -104,13 +106,22 @@ class SparkMQClient:
     # -- HTTP ----------------------------------------------------------------
 
     def _call(self, method: str, url: str, broker: str | None = None, **kwargs: Any) -> Any:
-        try:
-            resp = self._http.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            raise self._unreachable(method, url, broker, exc) from exc
-        if resp.status_code >= 400:
-            raise error_from_answer(resp, url)
-        return resp.json()
+        for attempt in range(self._busy_retries + 1):
+            try:
+                resp = self._http.request(method, url, **kwargs)
+            except httpx.HTTPError as exc:
+                raise self._unreachable(method, url, broker, exc) from exc
+            if resp.status_code < 400:
+                return resp.json()
+            error = error_from_answer(resp, url)
+            delay = busy_delay(error, attempt, self._busy_retries)
+            if delay is None:
+                raise error
+            self.busy_retried += 1
+            log.info("%s answered %s (%s); retry %d of %d in %.2f s", url.split("/v1")[0], resp.status_code,
+                     getattr(error, "code", ""), attempt + 1, self._busy_retries, delay)
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _unreachable(self, method: str, url: str, broker: str | None, exc: httpx.HTTPError) -> BrokerUnreachableError:
         base = url.split("/v1")[0]

@@ -6,6 +6,7 @@ An error answer of a broker becomes the class its ``error`` code maps to in
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +14,8 @@ import httpx
 
 from ..errors import ERROR_TABLE, BrokerError
 
-__all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "error_from_answer",
-           "retryable"]
+__all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "busy_delay",
+           "error_from_answer", "retryable"]
 
 # error code -> the broker's class for it (the first, most specific, entry of ERROR_TABLE wins)
 _CODE_CLASSES: dict[str, type[BrokerError]] = {
@@ -114,3 +115,21 @@ def retryable(exc: BrokerError) -> bool:
     if isinstance(exc, BrokerUnreachableError):
         return not exc.stored_unknown
     return getattr(exc, "code", "") in _NOT_STORED_CODES
+
+
+_MAX_BUSY_WAIT_S = 5.0
+
+
+def busy_delay(exc: BrokerError, attempt: int, retries: int) -> float | None:
+    """Seconds to wait before asking again after a busy answer (429/503 with Retry-After), or None.
+
+    The broker's Retry-After, doubled per attempt, capped, with +-50 % jitter so
+    refused clients do not come back in step; None once ``retries`` are spent
+    or when the answer is not a "busy, nothing done" refusal.
+    """
+    status = getattr(exc, "status", 0)
+    if attempt >= retries or status not in (429, 503) or not retryable(exc) or exc.retry_after_s is None:
+        return None
+    base = min(_MAX_BUSY_WAIT_S, max(0.05, float(exc.retry_after_s)) * 2 ** attempt)
+    return base * random.uniform(0.5, 1.5)
+
