@@ -15,13 +15,14 @@ from .errors import (
     StoreError,
     StoreLockedError,
 )
-from .message import GetResult, GetStatus, Message, PutResult, StoredMessage, SysFlag
+from .message import DamagedRecord, GetResult, GetStatus, Message, PutResult, StoredMessage, SysFlag
 from .message_store import ArrivalListener, MessageStore
 from .pull import PullBatch
 
 __all__ = [
     "ArrivalListener",
     "CorruptRecordError",
+    "DamagedRecord",
     "DiskFullError",
     "DispatchBatch",
     "Dispatcher",

@@ -350,13 +350,22 @@ def encode_blank(size: int) -> bytes:
     return _SIZE_MAGIC.pack(size, BLANK_MAGIC)
 
 
-def decode_record(buf: bytes | memoryview, pos: int, expect_phy: int | None = None) -> StoredMessage:
+def decode_record(buf: bytes | memoryview, pos: int, expect_phy: int | None = None, *,
+                  check_crc: bool = True) -> StoredMessage:
     """Decode and verify the record at ``buf[pos:]``.
 
-    Raises CorruptRecordError when the magic code, lengths, physical offset
-    or body CRC do not hold.
+    Raises CorruptRecordError, and nothing else, when the magic code, lengths,
+    physical offset, text fields or (with ``check_crc``) the body CRC do not hold.
     """
-    if len(buf) - pos < HEADER_SIZE:
+    try:
+        return _decode(buf, pos, expect_phy, check_crc)
+    except (struct.error, IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        where = expect_phy if expect_phy is not None else pos
+        raise CorruptRecordError(f"record at {where} cannot be parsed: {exc}") from exc
+
+
+def _decode(buf: bytes | memoryview, pos: int, expect_phy: int | None, check_crc: bool) -> StoredMessage:
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record at {pos} is shorter than its header")
     (total, magic, crc, qid, flag, qoff, phy, sysflag, born_ts, born_host, store_ts, store_host, reconsume,
      prep, blen) = HEADER.unpack_from(buf, pos)
@@ -364,8 +373,8 @@ def decode_record(buf: bytes | memoryview, pos: int, expect_phy: int | None = No
         raise CorruptRecordError(f"record at {pos} has magic {magic:#x}, not a message")
     if expect_phy is not None and phy != expect_phy:
         raise CorruptRecordError(f"record claims offset {phy} but lies at {expect_phy}")
-    if total < HEADER_SIZE + 3 or blen < 0 or pos + total > len(buf):
-        raise CorruptRecordError(f"record at {phy} has impossible size {total}")
+    if total < HEADER_SIZE + 3 or blen < 0 or HEADER_SIZE + blen + 3 > total or pos + total > len(buf):
+        raise CorruptRecordError(f"record at {phy} has impossible size {total} (body {blen})")
     b0 = pos + HEADER_SIZE
     body = bytes(buf[b0 : b0 + blen])
     tlen = buf[b0 + blen]
@@ -375,7 +384,7 @@ def decode_record(buf: bytes | memoryview, pos: int, expect_phy: int | None = No
     p0 = t0 + tlen + 2
     if HEADER_SIZE + blen + 3 + tlen + plen != total:
         raise CorruptRecordError(f"record at {phy}: lengths do not add up to {total}")
-    if zlib.crc32(body) != crc:
+    if check_crc and zlib.crc32(body) != crc:
         raise CorruptRecordError(f"record at {phy}: body CRC mismatch")
     keys, tags, user = split_properties(bytes(buf[p0 : p0 + plen]))
     return StoredMessage(

@@ -47,8 +47,9 @@ class AppendResult:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_size: int, store_host: str) -> None:
+    def __init__(self, directory: Path, segment_size: int, store_host: str, verify_crc: bool = True) -> None:
         self.queue = MappedFileQueue(directory, segment_size)
+        self.verify_crc = verify_crc  # pulls check every record's body CRC
         self.store_host = codec.encode_host(store_host)
         self.write_lock = threading.Lock()
         # (topic, queue id) -> next queue offset; rebuilt from ConsumeQueues at start.
@@ -227,15 +228,24 @@ class CommitLog:
             yield i, j, lo, buf
             i = j
 
-    def read_messages(self, phys: list[int], sizes: list[int]) -> list[StoredMessage | None]:
-        """Read many records (ascending offsets); None where one is gone or invalid."""
-        out: list[StoredMessage | None] = []
+    def read_messages(self, phys: list[int], sizes: list[int], *,
+                      check_crc: bool = True) -> list[StoredMessage | CorruptRecordError | None]:
+        """Read many records (ascending offsets): the message, None where it is gone (retention),
+        or the CorruptRecordError that says why the record there fails its checks."""
+        out: list[StoredMessage | CorruptRecordError | None] = []
         for i, j, lo, buf in self.read_spans(phys, sizes):
-            for p in phys[i:j]:
+            for p, z in zip(phys[i:j], sizes[i:j]):
+                if buf is None:
+                    out.append(None if p < self.min_offset() else CorruptRecordError(
+                        f"the unit's size {z} does not fit the CommitLog at {p} (which ends at {self.max_offset()})"))
+                    continue
                 try:
-                    out.append(codec.decode_record(buf, p - lo, p) if buf is not None else None)
-                except CorruptRecordError:
-                    out.append(None)
+                    msg = codec.decode_record(buf, p - lo, p, check_crc=check_crc)
+                except CorruptRecordError as exc:
+                    out.append(exc)
+                    continue
+                out.append(msg if msg.size == z else CorruptRecordError(
+                    f"record at {p} is {msg.size} bytes but its unit says {z}"))
         return out
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:

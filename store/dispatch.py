@@ -72,11 +72,11 @@ _DTYPES.update({f: np.int64 for f in _ARRAYS if f not in _DTYPES})
 
 
 def decode_properties(raw: bytes) -> dict[str, str]:
-    """Decode ``name\\x01value\\x02`` pairs (see codec)."""
+    """Decode ``name\\x01value\\x02`` pairs (see codec); bytes that are not UTF-8 become U+FFFD."""
     if not raw:
         return {}
     out: dict[str, str] = {}
-    for pair in raw.decode("utf-8").split("\x02"):
+    for pair in raw.decode("utf-8", "replace").split("\x02"):
         if pair:
             name, _, value = pair.partition("\x01")
             out[name] = value

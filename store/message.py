@@ -12,6 +12,7 @@ __all__ = [
     "StoredMessage",
     "GetStatus",
     "GetResult",
+    "DamagedRecord",
     "SysFlag",
 ]
 
@@ -98,6 +99,22 @@ class GetStatus(str, enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     OFFSET_OVERFLOW = "OFFSET_OVERFLOW"
     NO_QUEUE = "NO_QUEUE"
+    CORRUPT_MESSAGE = "CORRUPT_MESSAGE"  # the record at the requested offset failed its checks
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedRecord:
+    """A record that failed its checks on read (body CRC, magic, lengths, or it does not match its unit)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    phy_offset: int
+    reason: str
+
+    def describe(self) -> str:
+        return (f"damaged record in topic {self.topic!r} queue {self.queue_id} at queue offset {self.queue_offset} "
+                f"(CommitLog offset {self.phy_offset}): {self.reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +123,9 @@ class GetResult:
 
     ``next_offset`` is where the next pull should start: past the last unit
     examined (tag-filtered units included), or a corrected offset when the
-    requested one was out of range.
+    requested one was out of range.  A page stops before a damaged record;
+    a pull starting at one answers CORRUPT_MESSAGE, names it in ``damaged``
+    and sets ``next_offset`` past it, so the consumer decides.
     """
 
     status: GetStatus
@@ -114,3 +133,4 @@ class GetResult:
     next_offset: int
     min_offset: int
     max_offset: int
+    damaged: DamagedRecord | None = None

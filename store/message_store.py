@@ -62,7 +62,8 @@ class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         root = config.root
-        self.commitlog = CommitLog(root / "commitlog", config.commitlog_segment_bytes, config.store_host)
+        self.commitlog = CommitLog(root / "commitlog", config.commitlog_segment_bytes, config.store_host,
+                                   config.verify_crc_on_read)
         self.queues = ConsumeQueueStore(root / "consumequeue", config.consumequeue_segment_units)
         self.index = IndexService(root / "index", config.index_slots, config.index_entries)
         self.checkpoint = StoreCheckpoint(root / "checkpoint")
@@ -88,6 +89,7 @@ class MessageStore:
         self.abnormal_start = False
         self.recovery: dict[str, object] = {}
         self._append_listeners: list[AppendListener] = []
+        self.damaged_reads = 0  # pulls answered CORRUPT_MESSAGE
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> None:
@@ -241,6 +243,10 @@ class MessageStore:
         result = read(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
         if settle and result.status in _NOTHING and self._settled():
             result = read(self.commitlog, self.queues.get(topic, queue_id), offset, max_count, tags, max_bytes)
+        if result.damaged is not None:
+            self.damaged_reads += 1
+            _log.error("%s; the pull answered CORRUPT_MESSAGE with next offset %d",
+                       result.damaged.describe(), result.next_offset)
         return result
 
     def _settled(self) -> bool:
@@ -344,6 +350,7 @@ class MessageStore:
             "last_flush_seconds": self.flush_stats.last_flush_seconds,
             "disk_used_ratio": self._retention.last_ratio,
             "disk_full": self._retention.disk_full,
+            "damaged_records_read": self.damaged_reads,
             "segments": len(self.commitlog.queue.files),
             "queues": len(self.queues.queues()),
             "recovery": self.recovery,

@@ -5,6 +5,12 @@ tag code stored in each unit (then on the tag itself, since codes can
 collide), and reads the records from the CommitLog.  Units whose record is
 gone (retention) are skipped.  Status and corrected offsets follow
 RocketMQ's GetMessageStatus.
+
+Every record read is checked against its unit (topic, queue, queue offset,
+size) and, unless ``verify_crc_on_read`` is off, its body CRC.  A page stops
+before the first damaged record; a pull starting at one answers
+CORRUPT_MESSAGE with ``next_offset`` past it and the record named, so a
+damaged record is never served and never skipped silently.
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ import numpy as np
 from . import codec
 from .commitlog import CommitLog
 from .consume_queue import ConsumeQueue
-from .errors import InvalidOffsetError, MessageNotFoundError
+from .errors import CorruptRecordError, InvalidOffsetError, MessageNotFoundError
 from .dispatch import DispatchBatch
-from .message import GetResult, GetStatus, StoredMessage
+from .message import DamagedRecord, GetResult, GetStatus, StoredMessage
 from .scanner import parse_at
 
 __all__ = ["pull", "pull_batch", "PullBatch", "read_many", "MAX_UNITS_EXAMINED"]
@@ -58,9 +64,23 @@ def pull(
     assert cq is not None
     lo, hi = cq.min_offset(), cq.max_offset()
     codes = frozenset(codec.tag_code(t) for t in tags) if tags else None
-    messages, examined = _collect(commitlog, cq, offset, max(1, max_count), codes, tags, max_bytes, hi)
+    messages, examined, damaged = _collect(commitlog, cq, offset, max(1, max_count), codes, tags, max_bytes, hi)
+    if damaged is not None and not examined:
+        return GetResult(GetStatus.CORRUPT_MESSAGE, [], offset + 1, lo, hi, damaged)
     status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
     return GetResult(status, messages, offset + examined, lo, hi)
+
+
+def _damage(cq: ConsumeQueue, queue_offset: int, phy: int, found: StoredMessage | CorruptRecordError) -> \
+        DamagedRecord | None:
+    """Why the record read for unit ``queue_offset`` is damaged, or None when it is the unit's record."""
+    if isinstance(found, CorruptRecordError):
+        return DamagedRecord(cq.topic, cq.queue_id, queue_offset, phy, str(found))
+    if found.topic != cq.topic or found.queue_id != cq.queue_id or found.queue_offset != queue_offset:
+        return DamagedRecord(cq.topic, cq.queue_id, queue_offset, phy,
+                             f"the record there belongs to {found.topic!r} queue {found.queue_id} "
+                             f"offset {found.queue_offset}")
+    return None
 
 
 def _collect(
@@ -72,8 +92,9 @@ def _collect(
     tags: frozenset[str] | None,
     max_bytes: int | None,
     hi: int,
-) -> tuple[list[StoredMessage], int]:
-    """Walk units from ``offset``; returns the messages and how many units were examined."""
+) -> tuple[list[StoredMessage], int, DamagedRecord | None]:
+    """Walk units from ``offset``; returns the messages, how many units were examined and,
+    when the walk stopped at a damaged record, that record (it is not counted as examined)."""
     out: list[StoredMessage] = []
     pos = offset
     budget = max_bytes if max_bytes is not None else 1 << 62
@@ -91,18 +112,23 @@ def _collect(
         picked = picked[: max_count - len(out)]
         if len(picked) == max_count - len(out) and picked:
             take = picked[-1] + 1  # stop right after the last message taken
-        msgs = commitlog.read_messages([phys[k] for k in picked], [sizes[k] for k in picked])
-        for k, msg in zip(picked, msgs):
-            if msg is None or msg.topic != cq.topic or msg.queue_id != cq.queue_id:
-                continue  # gone (retention), or a unit damaged by a power loss
+        found = commitlog.read_messages([phys[k] for k in picked], [sizes[k] for k in picked],
+                                        check_crc=commitlog.verify_crc)
+        for k, msg in zip(picked, found):
+            if msg is None:
+                continue  # gone (retention)
+            damaged = _damage(cq, pos + k, phys[k], msg)
+            if damaged is not None:
+                return out, pos + k - offset, damaged
+            assert isinstance(msg, StoredMessage)
             if tags is not None and msg.tags not in tags:
                 continue  # a tag-code collision
             if out and msg.size > budget:
-                return out, k + pos - offset
+                return out, k + pos - offset, None
             budget -= msg.size
             out.append(msg)
         pos += take
-    return out, pos - offset
+    return out, pos - offset, None
 
 
 def read_records(commitlog: CommitLog, phys: Iterable[int], chunk_bytes: int = 8 << 20) -> DispatchBatch:
@@ -148,6 +174,7 @@ class PullBatch:
     next_offset: int
     min_offset: int
     max_offset: int
+    damaged: DamagedRecord | None = None  # see GetResult
 
 
 def pull_batch(
@@ -172,8 +199,14 @@ def pull_batch(
         picked = np.flatnonzero(np.isin(units["tag"].astype(np.int64), codes))
     picked = picked[: max(1, max_count)]
     examined = int(picked[-1]) + 1 if len(picked) == max(1, max_count) else len(units)
-    batch = _read_columns(commitlog, units["phy"][picked].astype(np.int64), units["size"][picked].astype(np.int64))
-    keep = np.array([t == cq.topic for t in batch.topics], bool) & (batch.queue_ids == cq.queue_id)
+    phys = units["phy"][picked].astype(np.int64)
+    batch, rows, damaged = _read_columns(commitlog, cq, phys, units["size"][picked].astype(np.int64),
+                                         picked + offset)
+    if damaged is not None:
+        if damaged.queue_offset == offset:
+            return PullBatch(GetStatus.CORRUPT_MESSAGE, _empty(), offset + 1, lo, hi, damaged)
+        examined = damaged.queue_offset - offset  # the page stops before it
+    keep = np.ones(len(batch), bool)
     if tags:
         keep &= np.array([t in tags for t in batch.tags], bool)
     if max_bytes is not None and len(batch):
@@ -200,11 +233,38 @@ def _read_units(cq: ConsumeQueue, offset: int, limit: int) -> np.ndarray:
     return np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else cq.read_units(0, 0))
 
 
-def _read_columns(commitlog: CommitLog, phys: np.ndarray, sizes: np.ndarray) -> DispatchBatch:
-    """Parse records at known offsets, one read per run (see CommitLog.read_spans)."""
-    parts = [parse_at(buf, lo, phys[i:j] - lo, commitlog.store_host)
-             for i, j, lo, buf in commitlog.read_spans(phys.tolist(), sizes.tolist()) if buf is not None]
-    return DispatchBatch.concat(parts, 0) if parts else _empty()
+def _read_columns(commitlog: CommitLog, cq: ConsumeQueue, phys: np.ndarray, sizes: np.ndarray,
+                  qoffs: np.ndarray) -> tuple[DispatchBatch, np.ndarray, DamagedRecord | None]:
+    """Parse the records of units at queue offsets ``qoffs``, one read per run (see CommitLog.read_spans).
+
+    Returns the good records before the first damaged one, the index (into ``phys``) of each, and
+    the first damaged record, if any.  Records gone by retention are left out.
+    """
+    parts, rows, bad = [], [], []
+    for i, j, lo, buf in commitlog.read_spans(phys.tolist(), sizes.tolist()):
+        if buf is None:
+            if phys[i] >= commitlog.min_offset():
+                bad.append((i, f"the unit's size {sizes[i]} does not fit the CommitLog at {phys[i]}"))
+            continue
+        part, failed = parse_at(buf, lo, phys[i:j] - lo, commitlog.store_host, sizes=sizes[i:j],
+                                check_crc=commitlog.verify_crc)
+        if len(failed):
+            bad.append((i + int(failed[0]), "magic code, lengths or body CRC do not hold"))
+        parts.append(part)
+        rows.append(np.setdiff1d(np.arange(i, j), i + failed, assume_unique=True))
+    batch = DispatchBatch.concat(parts, 0) if parts else _empty()
+    idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    mismatch = np.array([t != cq.topic for t in batch.topics], bool) | (batch.queue_ids != cq.queue_id) \
+        | (batch.queue_offsets != qoffs[idx])
+    for r in np.flatnonzero(mismatch)[:1].tolist():
+        bad.append((int(idx[r]), f"the record there belongs to {batch.topics[r]!r} queue {batch.queue_ids[r]} "
+                                 f"offset {batch.queue_offsets[r]}"))
+    if not bad:
+        return batch, idx, None
+    first, reason = min(bad)
+    before = np.flatnonzero(idx < first)
+    damaged = DamagedRecord(cq.topic, cq.queue_id, int(qoffs[first]), int(phys[first]), reason)
+    return batch.take(before), idx[before], damaged
 
 
 def _empty() -> DispatchBatch:

@@ -158,12 +158,25 @@ def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int
     return ScanResult(batch, consumed, stop, reason)
 
 
-def parse_at(buf: bytes, base_offset: int, starts: np.ndarray, store_host: int) -> DispatchBatch:
-    """Parse the records known (from ConsumeQueue units) to start at ``starts``; bad ones are dropped."""
-    h = _headers(buf, base_offset, starts)
-    if not h.ok.all():
-        h = h.take(np.flatnonzero(h.ok))
-    return _columns(buf, h, store_host, base_offset + len(buf))
+def parse_at(buf: bytes, base_offset: int, starts: np.ndarray, store_host: int, *,
+             sizes: np.ndarray | None = None, check_crc: bool = False) -> tuple[DispatchBatch, np.ndarray]:
+    """Parse the records known (from ConsumeQueue units) to start at ``starts`` and, when given,
+    to be ``sizes`` bytes long.  Returns the good records and the indices (into ``starts``) of
+    those that fail their checks: structure, claimed offset, size, and with ``check_crc`` the body CRC.
+    """
+    room = (starts >= 0) & (starts + _MIN_RECORD <= len(buf))
+    if sizes is not None:
+        room &= (sizes >= _MIN_RECORD) & (starts + sizes <= len(buf))
+    inside = np.flatnonzero(room)
+    h = _headers(buf, base_offset, starts[inside])
+    ok = h.ok & (h.total == sizes[inside] if sizes is not None else h.st + h.total <= len(buf))
+    if check_crc and ok.any():
+        good = np.flatnonzero(ok)
+        ok[good] = _crc_ok(buf, h.take(good))
+    if not ok.all():
+        h = h.take(np.flatnonzero(ok))
+    bad = np.setdiff1d(np.arange(len(starts)), inside[ok], assume_unique=True)
+    return _columns(buf, h, store_host, base_offset + len(buf)), bad
 
 
 def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bytes:
