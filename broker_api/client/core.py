@@ -267,7 +267,7 @@ class SparkMQClient:
         url, page = self._read(name, urls, lambda u: self._call(
             "GET", f"{u}/v1/topics/{topic}/queues/{queue_id}/messages", name, params=params))
         return PullResult(name, page["status"], page["messages"], page["next_offset"], page["min_offset"],
-                          page["max_offset"], url)
+                          page["max_offset"], url, page.get("damaged"))
 
     def queues(self, topic: str, on_unreachable: Unreachable | None = None) -> list[QueueInfo]:
         """Every readable queue of ``topic`` on every broker serving it, sorted by (broker, queue).

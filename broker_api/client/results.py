@@ -83,6 +83,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     url: str = ""
+    damaged: dict[str, Any] | None = None  # status CORRUPT_MESSAGE: the record skipped by next_offset
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,8 @@ from .wire import (
     Draft,
     batch_to_arrow,
     batch_to_json,
+    damaged_header,
+    damaged_to_json,
     message_to_json,
     parse_arrow_produce,
     parse_json_produce,
@@ -264,9 +266,13 @@ async def pull(request: Request) -> Response:
     if isinstance(result, PullBatch) and arrow:
         headers = {"X-Sparkmq-Status": status, "X-Sparkmq-Next-Offset": str(result.next_offset),
                    "X-Sparkmq-Min-Offset": str(result.min_offset), "X-Sparkmq-Max-Offset": str(result.max_offset)}
+        if result.damaged is not None:
+            headers["X-Sparkmq-Damaged"] = damaged_header(result.damaged)
         return Response(batch_to_arrow(result.batch), media_type=ARROW_STREAM, headers=headers)
     messages = batch_to_json(result.batch) if isinstance(result, PullBatch) else [
         message_to_json(x) for x in result.messages]
-    return _json({"status": status, "messages": messages,
-                  "next_offset": result.next_offset, "min_offset": result.min_offset,
-                  "max_offset": result.max_offset})
+    page = {"status": status, "messages": messages, "next_offset": result.next_offset,
+            "min_offset": result.min_offset, "max_offset": result.max_offset}
+    if result.damaged is not None:
+        page["damaged"] = damaged_to_json(result.damaged)
+    return _json(page)

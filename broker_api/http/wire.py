@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
 import pyarrow as pa
 
-from store import DispatchBatch, StoredMessage, decode_properties
+from store import DamagedRecord, DispatchBatch, StoredMessage, decode_properties
 
 from ..errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError
 
@@ -36,6 +37,8 @@ __all__ = [
     "message_to_json",
     "batch_to_arrow",
     "batch_to_json",
+    "damaged_to_json",
+    "damaged_header",
 ]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -245,3 +248,14 @@ def batch_to_arrow(batch: DispatchBatch) -> bytes:
         if len(batch):
             writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=PULL_SCHEMA))
     return sink.getvalue().to_pybytes()
+
+
+def damaged_to_json(d: DamagedRecord) -> dict[str, Any]:
+    """The ``damaged`` object of a CORRUPT_MESSAGE page."""
+    return {"topic": d.topic, "queue_id": d.queue_id, "offset": d.queue_offset, "commitlog_offset": d.phy_offset,
+            "reason": d.reason, "message": d.describe()}
+
+
+def damaged_header(d: DamagedRecord) -> str:
+    """:func:`damaged_to_json` as an ASCII header value (Arrow pages)."""
+    return json.dumps(damaged_to_json(d), separators=(",", ":"))

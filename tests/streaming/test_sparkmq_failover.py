@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import streaming
 from streaming.brokers import SingleBroker
 from streaming.client import BrokerClient
 from streaming.errors import BrokerUnavailableError, OptionError
@@ -161,3 +162,17 @@ def test_new_options_parse_and_validate() -> None:
         parse_reader({**base, "brokerDownTimeoutMs": "-1"}, batch=False)
     assert parse_writer({**base, "topic": "t"}).send_retries == 2
     assert parse_writer({**base, "topic": "t", "sendRetries": "0"}).send_retries == 0
+
+
+def test_spark_reads_through_the_endpoint_list_when_the_first_address_is_down(
+    spark: Any, broker_factory: Any
+) -> None:
+    streaming.register(spark)
+    live = broker_factory(env=NO_MIRROR)
+    create_topic(live.url, "halist", queues=2)
+    produce(live.url, "halist", 6, queues=2)
+    wait_visible(live.url, "halist", 6)
+    df = (spark.read.format("sparkmq").option("endpoint", f"{_dead_url()},{live.url}")
+          .option("subscribe", "halist").load())
+    assert sorted(bytes(r[0]) for r in df.select("value").collect()) == sorted(
+        f"halist-{i}".encode() for i in range(6))

@@ -211,7 +211,7 @@ def _group(url: str, group: str, topic: str) -> dict[str, int]:
     return {str(q): int(o) for q, o in (body.get("offsets") or {}).items()}
 
 
-def test_a_broker_leaving_with_unread_data_fails_unless_fail_on_data_loss_is_false(
+def test_a_broker_leaving_with_unread_data_is_waited_for_and_read_when_it_returns(
     spark: Any, start_broker: Callable[[str], Any], namesrv: NamesrvProcess, tmp_path: Path
 ) -> None:
     ckpt = checkpoint(tmp_path, "leave")
@@ -231,13 +231,17 @@ def test_a_broker_leaving_with_unread_data_fails_unless_fail_on_data_loss_is_fal
     assert b.stop() == 0
     _wait_route(namesrv, "leave", {"broker-a"})
     with pytest.raises(StreamingQueryException) as failed:
-        _read_available_now(spark, namesrv, "leave", ckpt)
+        _read_available_now(spark, namesrv, "leave", ckpt, brokerDownTimeoutMs="0")
     text = str(failed.value)
-    assert "broker 'broker-b' no longer serves topic 'leave'" in text
-    assert "failOnDataLoss" in text and "Restart that broker" in text
+    assert "broker 'broker-b'" in text and "no longer routes topic 'leave'" in text
+    assert "Restart that broker" in text
 
-    rest, _ = _read_available_now(spark, namesrv, "leave", ckpt, failOnDataLoss="false")
+    rest, _ = _read_available_now(spark, namesrv, "leave", ckpt)  # a's rows; b's wait
     assert sorted(rest) == sorted(_values("leave", range(8, 11)))
+    b.start()
+    _wait_route(namesrv, "leave", {"broker-a", "broker-b"})
+    last, _ = _read_available_now(spark, namesrv, "leave", ckpt)
+    assert sorted(last) == sorted(_values("leave", range(108, 112)))
 
 
 def _broker_rows(spark: Any, url: str, topic: str) -> list[tuple[str, bytes]]:
@@ -281,3 +285,39 @@ def test_writer_spreads_rows_over_both_brokers_exactly_once_with_keys_on_one_bro
     assert not {k for k, _ in on_a} & {k for k, _ in on_b}
     route = httpx.get(f"{namesrv.url}/v1/routes/wdst", timeout=5).json()
     assert {q["broker_name"] for q in route["queues"]} == {"broker-a", "broker-b"}
+
+
+def test_writer_moves_keyless_rows_off_a_dead_broker_and_fails_keyed_rows_naming_it(
+    spark: Any, start_broker: Callable[[str], Any], namesrv: NamesrvProcess
+) -> None:
+    a, b = start_broker("broker-a"), start_broker("broker-b")
+    for broker in (a, b):
+        create_topic(broker.url, "wdead", queues=2)
+    _wait_route(namesrv, "wdead", {"broker-a", "broker-b"})
+    b.kill()  # still in the routes for the NameServer's 120 s expiry
+    addr = namesrv.url.removeprefix("http://")
+
+    def write(df: Any) -> None:
+        (df.write.format("sparkmq").option("namesrv", addr).option("topic", "wdead")
+         .mode("append").save())
+
+    write(spark.createDataFrame([(f"v{i}",) for i in range(20)], "value string"))
+    assert sorted(v for _, v in _broker_rows(spark, a.url, "wdead")) == sorted(
+        f"v{i}".encode() for i in range(20))
+
+    keyed = spark.createDataFrame([(f"user-{i}", f"k{i}") for i in range(20)], "key string, value string")
+    with pytest.raises(Exception) as failed:
+        write(keyed)
+    text = str(failed.value)
+    assert "broker 'broker-b'" in text and "per-key order" in text and str(b.port) in text
+    assert len(_broker_rows(spark, a.url, "wdead")) == 20  # the failed write left nothing
+
+    def read(**options: str) -> Any:
+        r = spark.read.format("sparkmq").option("namesrv", addr).option("subscribe", "wdead")
+        for k, v in options.items():
+            r = r.option(k, v)
+        return r.load().collect()
+
+    with pytest.raises(Exception, match="broker 'broker-b'.*skipUnavailableBrokers"):
+        read()
+    assert len(read(skipUnavailableBrokers="true")) == 20
