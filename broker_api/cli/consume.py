@@ -20,7 +20,7 @@ import orjson
 import typer
 from rich.text import Text
 
-from ..client import BrokerUnreachableError, SparkMQClient
+from ..client import BrokerUnreachableError, PullResult, SparkMQClient
 from ..errors import BrokerError
 from .common import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
 from .progress import ProgressBar
@@ -43,6 +43,8 @@ def consume(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     allow_partial: Annotated[bool, typer.Option(
         "--allow-partial", help="Exit 0 even if a broker could not be read (with --namesrv).")] = False,
+    skip_damaged: Annotated[bool, typer.Option(
+        "--skip-damaged", help="Skip a damaged record (failed CRC) with a warning instead of stopping.")] = False,
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
@@ -53,7 +55,9 @@ def consume(
     next run continues where this one stopped. Messages go to stdout, the
     count to stderr. With --namesrv a broker that does not answer is skipped
     with a warning and read again once it answers; the exit status is then 3
-    unless --allow-partial.
+    unless --allow-partial. A damaged record (its bytes changed on disk) stops
+    the command with exit status 4, naming it, after committing the offsets
+    before it; --skip-damaged skips it with a warning.
 
     Examples:
 
@@ -69,7 +73,7 @@ def consume(
     with open_client(url, namesrv) as c:
         outages = _Outages()
         positions, backlog = _start_positions(c, topic, queue, group, start, outages)
-        tail = _Tail(c, topic, positions, group, as_json, outages, (queue, start))
+        tail = _Tail(c, topic, positions, group, as_json, outages, (queue, start), skip_damaged)
         try:
             tail.run(follow, limit, min(backlog, limit))
         except KeyboardInterrupt:
@@ -144,9 +148,9 @@ class _Tail:
     """Round-robins the queues of a topic, printing pages and committing the group's offsets."""
 
     def __init__(self, c: SparkMQClient, topic: str, positions: dict[Slot, int], group: str | None,
-                 as_json: bool, outages: _Outages, start: tuple[int | None, str]) -> None:
+                 as_json: bool, outages: _Outages, start: tuple[int | None, str], skip_damaged: bool = False) -> None:
         self._c, self._topic, self._group, self._as_json = c, topic, group, as_json
-        self._outages, self._start = outages, start
+        self._outages, self._start, self._skip_damaged = outages, start, skip_damaged
         self.positions = positions
         self.printed = 0
         self._interrupts = _DeferredInterrupts()
@@ -189,6 +193,10 @@ class _Tail:
                 self._outages.failed(broker, exc.url or "?", exc)
                 continue
             self._outages.answered(broker)
+            if page.status == "CORRUPT_MESSAGE":
+                self._damaged(broker, qid, page)
+                got += 1  # progress: the round is not idle
+                continue
             for msg in page.messages:
                 with self._interrupts.deferred():  # a Ctrl-C commits exactly what was shown
                     _show(msg, broker, self._as_json, many)
@@ -201,6 +209,17 @@ class _Tail:
         if got:
             self.commit()
         return got
+
+    def _damaged(self, broker: str, qid: int, page: PullResult) -> None:
+        """A damaged record at the queue's position: stop (committing what came before) or skip it."""
+        d = page.damaged or {}
+        what = d.get("message") or f"damaged record in topic {self._topic!r} queue {qid} at offset {page.next_offset - 1}"
+        where = f" on broker {broker!r}" if self._c.routed else ""
+        if not self._skip_damaged:
+            self.commit()
+            fail(f"{what}{where}; pass --skip-damaged to skip it", code=4)
+        note(f"warning: skipping {what}{where}")
+        self.positions[(broker, qid)] = page.next_offset
 
     def commit(self) -> None:
         """Commit the group's positions (no-op without a group)."""
