@@ -24,7 +24,9 @@ from .longpoll import PullWaiters
 from .metrics import Metrics
 from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
+from .replication import Replication
 from .settings import BrokerSettings
+from .slave_sync import SlaveSyncService
 from .tasks import PeriodicService
 from .topics import TopicManager
 from .transactions import HALF_TOPIC, TransactionService
@@ -48,6 +50,8 @@ class Broker:
         self.writer = ProduceBatcher(self.gate, self.store.put_messages)
         self.transactions = TransactionService(self.store, meta, settings.transactions)
         self.metrics = Metrics()
+        self.replication = Replication(settings, self.store)
+        self.slave_sync: SlaveSyncService | None = None
         self.periodic = PeriodicService()
         self.waiters: PullWaiters | None = None
         self.mirror: Any = None
@@ -71,6 +75,7 @@ class Broker:
         self.waiters = PullWaiters(loop)
         self.store.add_arrival_listener(self.waiters.on_arrival)
         self.gate.start(loop)
+        self._start_replication(loop)
         self.mirror = self._start_mirror()
         self._schedule()
         self.periodic.start()
@@ -84,7 +89,8 @@ class Broker:
         b = self.settings.broker
         if not b.namesrv_addr or self.registrar is not None:
             return
-        identity = BrokerIdentity(b.cluster, b.name, b.broker_id, address)
+        identity = BrokerIdentity(b.cluster, b.name, b.broker_id, address,
+                                  self.replication.ha_address(self.settings.advertised_host()))
         self.registrar = NamesrvRegistrar(b.namesrv_addr, identity, lambda: topics_payload(self.topics.list()),
                                           lambda: self.data_version, interval_s=b.register_interval_s)
         self.registrar.start()
@@ -102,12 +108,24 @@ class Broker:
         if self.waiters is not None:
             self.waiters.wake_all()
         self.periodic.stop()
+        if self.slave_sync is not None:
+            self.slave_sync.stop()
+        self.replication.stop()
         self.gate.stop()
         if self.mirror is not None:
             self.mirror.stop()
         self.transactions.stop()
         self.groups.persist()
         self.store.shutdown()
+
+    def _start_replication(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The HA port (masters) or the master link and metadata sync (slaves)."""
+        self.replication.start(loop)
+        if self.replication.is_slave:
+            self.slave_sync = SlaveSyncService(self.replication, self.topics, self.groups, self.store,
+                                               self.settings.ha.metadata_sync_interval_s)
+            self.slave_sync.start()
+            self.periodic.add("follow-master", 1.0, lambda: self.replication.follow(self.registrar))
 
     def _start_mirror(self) -> Any:
         if not self.settings.mirror.enabled:

@@ -26,6 +26,7 @@ __all__ = [
     "GroupNotFoundError",
     "PermissionDeniedError",
     "GroupDisabledError",
+    "SlaveReadOnlyError",
     "BatchTooLargeError",
     "TransactionNotFoundError",
     "TransactionStateError",
@@ -95,6 +96,10 @@ class GroupDisabledError(BrokerError):
     """Raised when a consumer group was disabled by slow-consumer protection."""
 
 
+class SlaveReadOnlyError(BrokerError):
+    """Raised when a slave is asked to write (produce, topics, offsets) or to serve reads it may not."""
+
+
 class BatchTooLargeError(BrokerError):
     """Raised when a request carries more messages or bytes than allowed."""
 
@@ -130,6 +135,7 @@ ERROR_TABLE: ErrorTable = {
     TopicExistsError: (409, "topic_exists"),
     PermissionDeniedError: (403, "permission_denied"),
     GroupDisabledError: (403, "group_disabled"),
+    SlaveReadOnlyError: (403, "slave_read_only"),
     BatchTooLargeError: (413, "batch_too_large"),
     TransactionNotFoundError: (404, "transaction_not_found"),
     TransactionStateError: (409, "transaction_conflict"),

@@ -76,6 +76,25 @@ class GroupManager:
         with self._lock:
             return {g: {t: dict(qs) for t, qs in ts.items()} for g, ts in self._offsets.items()}
 
+    def all_configs(self) -> dict[str, dict[str, Any]]:
+        """Every group's switches as stored (subscription_groups.json)."""
+        with self._lock:
+            return {g: dict(c) for g, c in self._groups.items()}
+
+    def replace_all(self, offsets: Offsets, configs: dict[str, dict[str, Any]]) -> None:
+        """Slave: take the master's offsets and group switches as they are (RocketMQ SlaveSynchronize)."""
+        with self._lock:
+            if offsets != self._offsets:
+                self._offsets = {g: {t: dict(qs) for t, qs in ts.items()} for g, ts in offsets.items()}
+                self._dirty = True
+            groups_changed = configs != self._groups
+            if groups_changed:
+                self._groups = {g: dict(c) for g, c in configs.items()}
+            snapshot = dict(self._groups)
+        if groups_changed:
+            write_json_atomic(self._groups_path, snapshot)
+        self.persist()
+
     def drop_topic(self, topic: str) -> None:
         with self._lock:
             for topics in self._offsets.values():

@@ -21,13 +21,13 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_settings import (
     SettingsConfigDict,
 )
 
 from connectors import MirrorConfig
-from store import StoreConfig
+from store import HAConfig, StoreConfig
 
 from .namesrv.wire import parse_namesrv_addrs
 from .toml_settings import TomlSettings
@@ -40,6 +40,7 @@ __all__ = [
     "GroupsSection",
     "ProtectionSection",
     "TransactionsSection",
+    "HASection",
     "MirrorSection",
     "StoreSection",
     "load_settings",
@@ -90,7 +91,7 @@ class BrokerSection(_Section):
 
     @property
     def role(self) -> str:
-        """``master`` for broker id 0, ``slave`` otherwise (RocketMQ's BrokerRole, no HA yet)."""
+        """``master`` for broker id 0, ``slave`` otherwise (``[ha] role`` says which kind of master)."""
         return "master" if self.broker_id == 0 else "slave"
 
 
@@ -160,6 +161,49 @@ class TransactionsSection(_Section):
         "Sinks remembered; past this, the sink with the oldest last commit is forgotten."))
 
 
+HARole = Literal["", "async_master", "sync_master", "slave"]
+
+
+class HASection(_Section):
+    """Master/slave replication of the CommitLog (RocketMQ's HAService; `store.HAConfig`)."""
+
+    role: HARole = Field(default="", description=(
+        '"async_master" | "sync_master" | "slave" (`--broker-role`); "" = by broker id: 0 is an '
+        "async_master, > 0 a slave. A sync_master answers a produce once a slave holds it (or says why not "
+        "in its `status`)."))
+    listen_host: str = Field(default="", description=(
+        'Master: address the HA port binds to; "" = `[broker] host`.'))
+    listen_port: int = Field(default=0, ge=0, le=65535, description=(
+        "Master: TCP port slaves connect to (`--ha-port`; RocketMQ haListenPort 10912); 0 = any free port, "
+        "registered with the NameServers (where slaves learn it) and shown in /v1/broker."))
+    master_addr: str = Field(default="", description=(
+        'Slave: the master\'s HA address host:port (`--ha-master-addr`); "" = the ha_server_address its '
+        "NameServer returns at registration."))
+    master_url: str = Field(default="", description=(
+        'Slave: the master\'s HTTP URL (`--master-url`), for metadata sync and the message of refused '
+        'writes; "" = the master_address its NameServer returns at registration.'))
+    slave_timeout_ms: int = Field(default=3000, ge=1, description=(
+        "sync_master: how long a produce waits for a slave's ack (then status FLUSH_SLAVE_TIMEOUT)."))
+    slave_fallbehind_max_bytes: int = Field(default=256 << 20, ge=0, description=(
+        "sync_master: a slave further behind than this (or none connected) answers SLAVE_NOT_AVAILABLE "
+        "at once, 256 MiB."))
+    slave_read_enable: bool = Field(default=True, description=(
+        "Slave: serve pulls, lookups and queue offsets (false: 403 slave_read_only)."))
+    metadata_sync_interval_s: float = Field(default=10.0, gt=0, description=(
+        "Slave: topics, consumer offsets and subscription groups are copied from the master this often "
+        "(seconds) and at connect (RocketMQ SlaveSynchronize)."))
+    heartbeat_interval_s: float = Field(default=5.0, gt=0, description=(
+        "Seconds between offset reports of an idle slave and heartbeats of an idle master."))
+    housekeeping_interval_s: float = Field(default=20.0, gt=0, description=(
+        "An HA connection silent this many seconds is closed (RocketMQ haHousekeepingInterval)."))
+    transfer_batch_bytes: int = Field(default=32 << 10, ge=1024, description=(
+        "Most CommitLog bytes per replication frame, 32 KiB (a larger single record travels alone)."))
+    reconnect_min_s: float = Field(default=0.2, gt=0, description=(
+        "Slave: first wait before reconnecting to the master; doubles up to reconnect_max_s."))
+    reconnect_max_s: float = Field(default=5.0, gt=0, description=(
+        "Slave: longest wait between reconnects (RocketMQ: 5 s)."))
+
+
 def _section_from(config: type, name: str, doc: str, overrides: dict[str, tuple[Any, Any]]) -> type[_Section]:
     """A pydantic section with exactly the fields, defaults and descriptions (``metadata["doc"]``) of ``config``."""
     hints = typing.get_type_hints(config)
@@ -205,12 +249,37 @@ class BrokerSettings(TomlSettings):
     groups: GroupsSection = GroupsSection()
     protection: ProtectionSection = ProtectionSection()
     transactions: TransactionsSection = TransactionsSection()
+    ha: HASection = HASection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
 
     @property
     def data_path(self) -> Path:
         return Path(self.broker.data_dir)
+
+    @model_validator(mode="after")
+    def _check_ha_role(self) -> BrokerSettings:
+        role, broker_id = self.ha.role, self.broker.broker_id
+        if role == "slave" and broker_id == 0:
+            raise ValueError('[ha] role = "slave" needs a broker id > 0 (`--broker-id 1`); id 0 is the master')
+        if role in ("async_master", "sync_master") and broker_id > 0:
+            raise ValueError(f'[ha] role = "{role}" needs broker id 0; a broker id > 0 is a slave')
+        return self
+
+    @property
+    def ha_role(self) -> str:
+        """``async_master``, ``sync_master`` or ``slave`` (``[ha] role``, else by broker id)."""
+        return self.ha.role or ("async_master" if self.broker.broker_id == 0 else "slave")
+
+    def ha_config(self) -> HAConfig:
+        """The store's replication settings (``store.HAConfig``) from ``[ha]``."""
+        h = self.ha
+        return HAConfig(
+            listen_host=h.listen_host or self.broker.host, listen_port=h.listen_port,
+            master_address=h.master_addr or None, heartbeat_interval_s=h.heartbeat_interval_s,
+            housekeeping_interval_s=h.housekeeping_interval_s, transfer_batch_bytes=h.transfer_batch_bytes,
+            slave_timeout_ms=h.slave_timeout_ms, slave_fallbehind_max_bytes=h.slave_fallbehind_max_bytes,
+            reconnect_min_s=h.reconnect_min_s, reconnect_max_s=h.reconnect_max_s)
 
     @property
     def meta_path(self) -> Path:

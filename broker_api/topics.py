@@ -97,6 +97,25 @@ class TopicManager:
         if changed:
             self._save()
 
+    def replace_all(self, configs: list[TopicConfig], store: MessageStore) -> bool:
+        """Slave: make the client topics exactly ``configs`` (the master's); system topics stay.
+
+        A topic the master no longer has is dropped with its queues, as on the master.
+        Returns True when anything changed."""
+        wanted = {c.name: c for c in configs if not c.system}
+        with self._lock:
+            gone = [n for n, c in self._topics.items() if not c.system and n not in wanted]
+            changed = [c for n, c in wanted.items() if self._topics.get(n) != c]
+            if not gone and not changed:
+                return False
+            for name in gone:
+                store.delete_topic(name)
+                del self._topics[name]
+            self._topics.update((c.name, c) for c in changed)
+            self._save()
+        self._changed()
+        return True
+
     def _save(self) -> None:
         write_json_atomic(self._path, {n: asdict(c) for n, c in sorted(self._topics.items())})
 

@@ -74,7 +74,8 @@ def note(message: str) -> None:
 
 def validation_summary(exc: ValidationError) -> str:
     """A pydantic error as one line: ``store.flush_mode: Input should be 'sync' or 'async'; ...``."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"]
+                     for e in exc.errors())
 
 
 def say(message: str) -> None:

@@ -2,6 +2,8 @@
 
     sparkmq serve [--host H] [--port P] [--data-dir D] [--config F] [--flush-mode sync|async]
                   [--namesrv A;B] [--cluster C] [--broker-name N] [--broker-id I]
+                  [--broker-role async_master|sync_master|slave] [--ha-port P]
+                  [--ha-master-addr H:P] [--master-url URL]
     sparkmq namesrv [--host H] [--port P] [--config F]
     sparkmq topic create|list|describe|delete ...        (cli/topic.py)
     sparkmq produce TOPIC [BODY ...] [--file PATH]       (cli/produce.py; stdin lines when no body)
@@ -64,6 +66,14 @@ def serve(
         "--broker-name", help="Broker name; a master and its slaves share it (default: broker-a).")] = None,
     broker_id: Annotated[int | None, typer.Option(
         "--broker-id", min=0, help="0 = master, > 0 = slave (default: 0).")] = None,
+    broker_role: Annotated[str | None, typer.Option(
+        "--broker-role", help="async_master | sync_master | slave (default: by broker id).")] = None,
+    ha_port: Annotated[int | None, typer.Option(
+        "--ha-port", min=0, max=65535, help="Master: HA port slaves connect to (default: any free port).")] = None,
+    ha_master_addr: Annotated[str | None, typer.Option(
+        "--ha-master-addr", help="Slave: the master's HA host:port (default: from the NameServer).")] = None,
+    master_url: Annotated[str | None, typer.Option(
+        "--master-url", help="Slave: the master's HTTP URL (default: from the NameServer).")] = None,
 ) -> None:
     """Run a broker on its embedded defaults.
 
@@ -78,6 +88,8 @@ def serve(
       sparkmq serve --port 8081 --data-dir ./data-b --flush-mode sync
 
       sparkmq serve --namesrv 127.0.0.1:9876 --cluster c1 --broker-name broker-a
+
+      sparkmq serve --port 8081 --data-dir ./data-s --broker-id 1 --ha-master-addr 127.0.0.1:10912
     """
     from ..server import serve as run_server
 
@@ -85,8 +97,10 @@ def serve(
              "namesrv_addr": namesrv, "cluster": cluster, "name": broker_name, "broker_id": broker_id}
     broker = {k: v for k, v in flags.items() if v is not None}
     store = {"flush_mode": flush_mode} if flush_mode else {}
+    ha_flags = {"role": broker_role, "listen_port": ha_port, "master_addr": ha_master_addr, "master_url": master_url}
+    ha = {k: v for k, v in ha_flags.items() if v is not None}
     try:
-        settings = load_settings(config, broker=broker, store=store)
+        settings = load_settings(config, broker=broker, store=store, ha=ha)
     except FileNotFoundError as exc:
         fail(str(exc))
     except ValidationError as exc:

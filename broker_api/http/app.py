@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from ..broker import Broker
 from ..settings import BrokerSettings
-from . import admin, groups, messages, ops, sql, transactions
+from . import admin, groups, ha, messages, ops, sql, transactions
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware
 
@@ -47,6 +47,7 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.state.mirror = None
     install_handlers(app)
     app.add_middleware(HotPathMiddleware)
-    for module in (messages, admin, groups, transactions, ops, sql):
+    app.add_middleware(ha.SlaveGuardMiddleware)  # outermost: a slave refuses writes before admission
+    for module in (messages, admin, groups, transactions, ops, sql, ha):
         app.include_router(module.router)
     return app

@@ -145,10 +145,14 @@ async def produce(request: Request) -> Response:
     try:
         if transactional or tx_id:
             tx_id, results = await broker.gate.run(broker.transactions.add_halves, messages, tx_id, offload=True)
-            body: dict[str, Any] = {"transaction_id": tx_id, "results": _half_results(messages, results)}
+            send_status = await broker.replication.confirm(results)  # SYNC_MASTER: a slave holds it
+            body: dict[str, Any] = {"status": send_status, "transaction_id": tx_id,
+                                    "results": _half_results(messages, results)}
         else:
             results = await broker.writer.put(messages)
-            body = {"results": [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset}
+            send_status = await broker.replication.confirm(results)
+            body = {"status": send_status,
+                    "results": [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset}
                                 for r in results]}
     except Exception as exc:
         broker.metrics.produce_requests.inc(outcome=type(exc).__name__)

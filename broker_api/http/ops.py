@@ -63,6 +63,8 @@ def broker_info(request: Request) -> dict[str, Any]:
         "event_loop_lag_ms": round(broker.gate.loop_lag_ms, 3),
         "mirror": broker.mirror_lag(),
         "namesrv": broker.registrar.status() if broker.registrar else None,
+        "ha": {**broker.replication.status(),
+               "metadata_sync": broker.slave_sync.status() if broker.slave_sync else None},
     }
 
 
@@ -79,6 +81,7 @@ def metrics(request: Request) -> Response:
     lines = broker.metrics.render()
     lines += _queue_gauges(broker)
     lines += _store_gauges(broker)
+    lines += broker.replication.metric_lines()
     return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
 

@@ -1,0 +1,119 @@
+"""SlaveSyncService: a slave copies its master's metadata (RocketMQ's SlaveSynchronize).
+
+Topics, consumer-group offsets and subscription groups are not part of the
+CommitLog stream; every ``[ha] metadata_sync_interval_s`` the slave asks the
+master's ``GET /v1/admin/metadata`` and takes the answer as it is (no reverse
+sync: offsets committed on a slave do not exist, it refuses commits).  A sync
+also runs as soon as replication (re)connects, and when replicated data names
+a topic the slave does not know yet (a topic the master auto-created), so a
+new topic is readable on the slave within moments, not a whole interval.
+
+It copies only while the HA link is up and not refused: a slave pointed at
+the wrong master never takes that master's topics.  Without a master HTTP
+address (``[ha] master_url`` or a NameServer) it has nothing to ask and
+says so once in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from .groups import GroupManager
+from .replication import Replication
+from .topics import TopicConfig, TopicManager
+
+__all__ = ["SlaveSyncService"]
+
+log = logging.getLogger(__name__)
+_TICK_S = 0.5
+_TIMEOUT_S = 5.0
+
+
+class SlaveSyncService:
+    """``start()``/``stop()``; ``sync_now()`` copies at once; ``status()`` for /v1/broker."""
+
+    def __init__(self, replication: Replication, topics: TopicManager, groups: GroupManager, store: Any,
+                 interval_s: float) -> None:
+        self._replication, self._topics, self._groups, self._store = replication, topics, groups, store
+        self._interval_s = interval_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.syncs = 0
+        self.last_sync_ms: int | None = None
+        self.last_error: str | None = None
+        self._warned_no_master = False
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._store.add_arrival_listener(self._on_arrival)
+        self._thread = threading.Thread(target=self._run, name="sparkmq-slave-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread (an HTTP call in flight ends within its timeout); safe twice."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        thread.join(timeout=_TIMEOUT_S + 5)
+
+    def _on_arrival(self, topic: str, _queue_id: int, _max_offset: int) -> None:
+        if not self._topics.exists(topic):
+            self._wake.set()
+
+    def _run(self) -> None:
+        was_connected, next_due = False, 0.0
+        while not self._stop.is_set():
+            client = self._replication.client
+            connected = client is not None and client.connected and client.error is None
+            now = time.monotonic()
+            if connected and (not was_connected or self._wake.is_set() or now >= next_due):
+                self._wake.clear()
+                self.sync_now()
+                next_due = time.monotonic() + self._interval_s
+            was_connected = connected
+            self._wake.wait(_TICK_S)
+
+    def sync_now(self) -> bool:
+        """Copy the master's metadata now; False (and ``last_error``) when the master did not answer."""
+        url = self._replication.master_url
+        if url is None:
+            if not self._warned_no_master:
+                log.warning("slave metadata sync: the master's HTTP address is unknown; set [ha] master_url "
+                            "or register with a NameServer")
+                self._warned_no_master = True
+            return False
+        try:
+            resp = httpx.get(f"{url}/v1/admin/metadata", timeout=_TIMEOUT_S)
+            resp.raise_for_status()
+            self._apply(resp.json())
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            if message != self.last_error:
+                log.warning("slave metadata sync from %s failed: %s", url, message)
+            self.last_error = message
+            return False
+        self.syncs += 1
+        self.last_sync_ms, self.last_error = int(time.time() * 1000), None
+        return True
+
+    def _apply(self, body: dict[str, Any]) -> None:
+        topics = [TopicConfig(t["name"], int(t["queues"]), str(t["perm"])) for t in body["topics"]]
+        if self._topics.replace_all(topics, self._store):
+            log.info("slave metadata sync: %d topics from the master", len(topics))
+        offsets = {g: {t: {int(q): int(o) for q, o in qs.items()} for t, qs in ts.items()}
+                   for g, ts in body["offsets"].items()}
+        self._groups.replace_all(offsets, dict(body.get("subscription_groups") or {}))
+
+    def status(self) -> dict[str, Any]:
+        return {"syncs": self.syncs, "last_sync_ms": self.last_sync_ms, "last_error": self.last_error,
+                "interval_s": self._interval_s}
