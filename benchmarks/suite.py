@@ -64,6 +64,10 @@ SPECS: tuple[BenchSpec, ...] = (
     BenchSpec("store", "index", "benchmarks.bench_index", ("--batches", "200", "--batch-size", "10000"),
               ("--batches", "10", "--batch-size", "10000", "--queries", "2000"), 300, 120),
     BenchSpec("broker", "broker", "benchmarks.bench_broker", ("--duration", "5"), ("--duration", "1"), 600, 180),
+    # Overload (issue 22): 1000 connections of single produce, then 24 connections of 10 MB Arrow requests.
+    BenchSpec("broker", "storm", "benchmarks.bench_storm", ("--duration", "20"),
+              ("--duration", "2", "--connections", "100", "--arrow-connections", "4", "--arrow-mb", "2",
+               "--settle-s", "1"), 400, 120),
     BenchSpec("spark", "spark", "benchmarks.bench_spark",
               ("--rows", "1000000", "--sink-rows", "100000", "--latency-s", "10"),
               ("--rows", "50000", "--sink-rows", "5000", "--latency-s", "3"), 1200, 420),

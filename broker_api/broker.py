@@ -17,10 +17,12 @@ from typing import Any
 
 from store import MessageStore, StoreError
 
+from .admission import Admission
 from .batcher import ProduceBatcher
 from .fastfail import WriteGate
 from .groups import GroupManager
 from .longpoll import PullWaiters
+from .memory import trim
 from .metrics import Metrics
 from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
@@ -46,7 +48,9 @@ class Broker:
         self.topics = TopicManager(meta / "topics.json", settings.broker.default_queues,
                                    settings.broker.auto_create_topics)
         self.groups = GroupManager(meta)
-        self.gate = WriteGate(settings.fast_failure, inline=settings.store.flush_mode == "async")
+        self.gate = WriteGate(settings.fast_failure, inline=settings.store.flush_mode == "async",
+                              max_wait_ms=settings.server.max_wait_ms)
+        self.admission = Admission(settings.server, settings.fast_failure.retry_after_s)
         self.writer = ProduceBatcher(self.gate, self.store.put_messages)
         self.transactions = TransactionService(self.store, meta, settings.transactions)
         self.metrics = Metrics()
@@ -59,6 +63,7 @@ class Broker:
         self.data_version = DataVersion()
         self.topics.listeners.append(self._topics_changed)
         self.ready = False
+        self.admin_address: str | None = None  # the control listener's host:port, once it listens
         self._round_robin: dict[str, int] = {}
 
     @property
@@ -144,6 +149,7 @@ class Broker:
         self.periodic.add("persist-offsets", s.groups.offsets_flush_interval_s, self.groups.persist)
         self.periodic.add("store-stats", s.broker.stats_log_interval_s, self._log_stats)
         self.periodic.add("expire-transactions", s.transactions.check_interval_s, self.transactions.expire)
+        self.periodic.add("trim-memory", 5.0, trim)  # freed request memory goes back to the system
         if s.protection.disable_slow_consumers:
             self.periodic.add("protect-broker", s.protection.check_interval_s, self.protect)
 

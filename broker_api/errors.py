@@ -18,6 +18,7 @@ __all__ = [
     "BadJsonError",
     "BadTopicNameError",
     "BadOffsetError",
+    "BadQueueIdError",
     "BadMessageError",
     "UnsupportedMediaTypeError",
     "TopicNotFoundError",
@@ -62,6 +63,10 @@ class BadTopicNameError(BadRequestError):
 
 class BadOffsetError(BadRequestError):
     """Raised when an offset or queue id parameter is not a non-negative integer."""
+
+
+class BadQueueIdError(BadRequestError):
+    """Raised when a queue id parameter is not a non-negative integer."""
 
 
 class BadMessageError(BadRequestError):
@@ -126,6 +131,7 @@ ERROR_TABLE: ErrorTable = {
     BadJsonError: (400, "bad_json"),
     BadTopicNameError: (400, "bad_topic_name"),
     BadOffsetError: (400, "bad_offset"),
+    BadQueueIdError: (400, "bad_queue_id"),
     BadMessageError: (400, "bad_message"),
     BadRequestError: (400, "bad_request"),
     UnsupportedMediaTypeError: (415, "unsupported_media_type"),

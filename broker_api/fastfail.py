@@ -7,12 +7,18 @@ more than the put itself); writes that fsync broker metadata (transaction
 decisions) always use the pool.  Two checks answer 503 with ``Retry-After``
 instead of letting requests pile up:
 
-* a write that waited in the pool's queue longer than ``max_queue_wait_ms``
-  is dropped before it touches the store (RocketMQ: waitTimeMillsInSendQueue);
-  for inline writes the queue is the event loop, so a write is dropped while
-  the loop's lag (measured by a 50 ms heartbeat) is past that limit;
+* a write that waited longer than the store-wait bound since it asked for
+  the store (``[fast_failure] max_queue_wait_ms``, by default ``[server]
+  max_wait_ms``) is dropped before it touches the store (RocketMQ:
+  waitTimeMillsInSendQueue).  The wait is measured per request, from when
+  its produce reached the write path, so one slow request (a big Arrow body
+  parsed on the loop) never makes the next one look late;
 * while any write has been running longer than ``busy_put_ms`` the store is
   busy (RocketMQ: isOSPageCacheBusy) and new writes are refused up front.
+
+With SYNC flush a put includes its fdatasync, and waiting for the disk is
+not "busy": both bounds grow by twice the recent average put time (an
+exponentially weighted mean), capped at the store's 5 s flush timeout.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
+from .admission import OverloadedError
 from .errors import BrokerBusyError
 from .settings import FastFailureSection
 
@@ -31,20 +38,25 @@ __all__ = ["WriteGate"]
 
 T = TypeVar("T")
 _HEARTBEAT_S = 0.05
+_SYNC_ALLOWANCE_CAP_MS = 5000.0  # the store's group-commit flush timeout
+_EWMA = 0.2
 
 
 class WriteGate:
     """A bounded-wait door to the store's write path."""
 
-    def __init__(self, section: FastFailureSection, inline: bool = False) -> None:
+    def __init__(self, section: FastFailureSection, inline: bool = False, max_wait_ms: int = 1000) -> None:
         self._cfg = section
         self._inline = inline
+        self._sync = not inline
+        self.max_wait_ms = float(section.max_queue_wait_ms or max_wait_ms)
         self._pool: ThreadPoolExecutor | None = None
         self._running: dict[int, float] = {}
         self._lock = threading.Lock()
         self.rejected_wait = 0
         self.rejected_busy = 0
         self.loop_lag_ms = 0.0
+        self.put_ms_avg = 0.0
         self._heartbeat: concurrent.futures.Future[None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -73,38 +85,47 @@ class WriteGate:
             oldest = min(self._running.values(), default=None)
         return 0.0 if oldest is None else (time.monotonic() - oldest) * 1000
 
-    async def run(self, fn: Callable[..., T], *args: object, offload: bool = False) -> T:
+    def allowance_ms(self) -> float:
+        """What the disk itself takes (SYNC flush only): added to both bounds."""
+        return min(2 * self.put_ms_avg, _SYNC_ALLOWANCE_CAP_MS) if self._sync else 0.0
+
+    async def run(self, fn: Callable[..., T], *args: object, offload: bool = False,
+                  enqueued: float | None = None) -> T:
         """Run ``fn(*args)`` (inline or on the write pool), failing fast as described above.
 
-        ``offload`` forces the pool (for writes that fsync).
+        ``offload`` forces the pool (for writes that fsync); ``enqueued`` is when the
+        request reached the write path (``time.monotonic()``; default now).
         """
         if self._pool is None:
             raise BrokerBusyError("the broker is not accepting writes (starting or stopping); retry shortly")
         self._check_busy()
+        since = time.monotonic() if enqueued is None else enqueued
         if self._inline and not offload:
-            return self._call(fn, args, time.monotonic() - self.loop_lag_ms / 1000)
+            return self._call(fn, args, since)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._call, fn, args, time.monotonic())
+        return await loop.run_in_executor(self._pool, self._call, fn, args, since)
 
     def _check_busy(self) -> None:
         if self._cfg.enabled:
             busy = self.busy_for_ms()
-            if busy > self._cfg.busy_put_ms:
+            if busy > self._cfg.busy_put_ms + self.allowance_ms():
                 self.rejected_busy += 1
-                raise BrokerBusyError(
-                    f"the store is busy (a write has been running for {busy:.0f} ms); retry after "
-                    f"{self._cfg.retry_after_s}s", retry_after_s=self._cfg.retry_after_s,
+                raise OverloadedError(
+                    f"the store is busy (a write has been running for {busy:.0f} ms, [fast_failure] "
+                    f"busy_put_ms); retry after {self._cfg.retry_after_s}s",
+                    reason="store_busy", retry_after_s=self._cfg.retry_after_s,
                 )
 
     def _call(self, fn: Callable[..., T], args: tuple[object, ...], enqueued: float) -> T:
         started = time.monotonic()
         waited_ms = (started - enqueued) * 1000
-        if self._cfg.enabled and waited_ms > self._cfg.max_queue_wait_ms:
+        limit = self.max_wait_ms + self.allowance_ms()
+        if self._cfg.enabled and waited_ms > limit:
             self.rejected_wait += 1
-            raise BrokerBusyError(
-                f"the request waited {waited_ms:.0f} ms for the store (limit {self._cfg.max_queue_wait_ms} ms, "
-                f"[fast_failure] max_queue_wait_ms); retry after {self._cfg.retry_after_s}s",
-                retry_after_s=self._cfg.retry_after_s,
+            raise OverloadedError(
+                f"the request waited {waited_ms:.0f} ms for the store (limit {limit:.0f} ms, [server] "
+                f"max_wait_ms); retry after {self._cfg.retry_after_s}s",
+                reason="store_wait", retry_after_s=self._cfg.retry_after_s,
             )
         ident = threading.get_ident()
         with self._lock:
@@ -114,3 +135,5 @@ class WriteGate:
         finally:
             with self._lock:
                 self._running.pop(ident, None)
+            took_ms = (time.monotonic() - started) * 1000
+            self.put_ms_avg += _EWMA * (took_ms - self.put_ms_avg)

@@ -104,11 +104,14 @@ class Metrics:
         self.pull_requests = Counter("sparkmq_pull_requests_total", "Pull requests answered, by status.")
         self.pull_messages = Counter("sparkmq_pull_messages_total", "Messages served by pulls, by topic.")
         self.pull_latency = Histogram("sparkmq_pull_latency_seconds", "Pull latency (long-poll waits included).")
+        self.requests_rejected = Counter(
+            "sparkmq_requests_rejected_total",
+            "Requests answered 503 or 429, by route class (produce, pull, transaction, admin, control) and reason.")
 
     def families(self) -> list[Counter | Histogram]:
         return [
             self.produce_requests, self.produce_messages, self.produce_bytes, self.produce_latency,
-            self.pull_requests, self.pull_messages, self.pull_latency,
+            self.pull_requests, self.pull_messages, self.pull_latency, self.requests_rejected,
         ]
 
     def render(self) -> list[str]:

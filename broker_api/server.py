@@ -3,6 +3,10 @@
 uvicorn handles SIGINT and SIGTERM by closing the listening socket, draining
 connections and running the lifespan shutdown (which flushes the store,
 persists offsets and removes the abort marker).
+
+Once the main socket listens, the control listener (``[server] admin_port``,
+see :mod:`broker_api.http.control`) starts; the ready line names both and
+the anonymous-memory figure the in-flight bounds allow.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import uvicorn
 from store import StoreError
 
 from .http.app import create_app
+from .http.control import ControlServer
 from .broker import Broker
+from .memory import memory_bound_bytes, tune_allocator
 from .settings import BrokerSettings
 
 __all__ = ["serve"]
@@ -32,6 +38,7 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._settings = settings
         self._broker = broker
+        self._control: ControlServer | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -63,6 +70,9 @@ class _Server(uvicorn.Server):
             if broker.waiters is not None:
                 broker.waiters.wake_all()
         await super().shutdown(sockets)
+        if self._control is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._control.stop)
+            self._control = None
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -74,16 +84,36 @@ class _Server(uvicorn.Server):
                     host, port = sock.getsockname()[:2]
                     break
             self._broker.start_registration(f"http://{self._settings.advertised_host()}:{port}")
+            control = self._start_control(host)
+            bound = memory_bound_bytes(self._settings) >> 20
             print(
-                f"sparkmq broker {b.name} ready on http://{host}:{port} (data in {self._settings.data_path.resolve()})",
+                f"sparkmq broker {b.name} ready on http://{host}:{port}{control} (data in "
+                f"{self._settings.data_path.resolve()}; anonymous memory bound ~{bound} MiB with 1000 "
+                f"connections, from [server] *_inflight_bytes)",
                 flush=True,
             )
+
+    def _start_control(self, host: str) -> str:
+        """Start the control listener (unless admin_port = -1); the ready line's mention of it."""
+        port = self._settings.server.admin_port
+        if port < 0:
+            return ""
+        self._control = ControlServer(self._broker, host, port, self._settings.broker.log_level)
+        try:
+            address = self._control.start()
+        except OSError as exc:
+            self._control = None
+            logging.getLogger(__name__).error("control listener not started: %s", exc)
+            return ""
+        self._broker.admin_address = address
+        return f", control (/healthz /readyz /metrics /v1/broker) on http://{address}"
 
 
 def serve(settings: BrokerSettings) -> None:
     """Serve until SIGINT/SIGTERM; exits non-zero if start-up fails."""
     level = settings.broker.log_level
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tune_allocator()
     app = create_app(settings)
     config = uvicorn.Config(
         app,

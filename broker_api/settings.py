@@ -37,6 +37,7 @@ __all__ = [
     "BrokerSection",
     "LimitsSection",
     "FastFailureSection",
+    "ServerSection",
     "GroupsSection",
     "ProtectionSection",
     "TransactionsSection",
@@ -118,13 +119,47 @@ class FastFailureSection(_Section):
 
     enabled: bool = Field(default=True, description=(
         "Answer 503 broker_busy with Retry-After instead of letting produces pile up."))
-    max_queue_wait_ms: int = Field(default=200, ge=1, description=(
-        "A write that waited longer than this (ms) for the store is refused before it is written."))
+    max_queue_wait_ms: int = Field(default=0, ge=0, description=(
+        "A write that waited longer than this (ms) for the store is refused before it is written; "
+        "0 = `[server] max_wait_ms`. With flush_mode = \"sync\" the recent fdatasync time is added "
+        "(waiting on the disk is not \"busy\")."))
     busy_put_ms: int = Field(default=1000, ge=1, description=(
-        "While a write has run longer than this (ms), the store counts as busy and new writes are refused."))
+        "While a write has run longer than this (ms), the store counts as busy and new writes are refused "
+        "(with flush_mode = \"sync\", plus the recent fdatasync time)."))
     retry_after_s: int = Field(default=1, ge=1, description="Retry-After (seconds) on those 503 answers.")
     write_threads: int = Field(default=8, ge=1, le=64, description=(
         "Threads writing to the store; with flush_mode = \"sync\" concurrent writes share one fdatasync."))
+
+
+class ServerSection(_Section):
+    """Admission control (RocketMQ's per-class queues and fast failure) and the control listener."""
+
+    admin_port: int = Field(default=0, ge=-1, le=65535, description=(
+        "Port of the control listener (its own thread and event loop) serving /healthz, /readyz, /metrics "
+        "and /v1/broker, which the data path cannot starve (RocketMQ's VIP channel); 0 = any free port "
+        "(printed in the ready line), -1 = none (the main port still answers them ahead of admission)."))
+    max_wait_ms: int = Field(default=1000, ge=1, description=(
+        "Longest wait (ms) of any request for an admission slot or for the store; past it, 503 broker_busy."))
+    produce_inflight: int = Field(default=256, ge=1, description=(
+        "Produce requests admitted at once; as many more may wait up to produce_wait_ms, the rest get "
+        "503 broker_busy with Retry-After before their body is read."))
+    produce_inflight_bytes: int = Field(default=16 << 20, ge=1024, description=(
+        "Produce request bytes (Content-Length) admitted at once, 16 MiB; a larger request is admitted "
+        "only alone."))
+    produce_wait_ms: int = Field(default=200, ge=0, description=(
+        "Longest wait (ms) of a produce for a slot (RocketMQ waitTimeMillsInSendQueue)."))
+    pull_inflight: int = Field(default=256, ge=1, description=(
+        "Pull requests admitted at once; parked long polls (wait_ms) do not count while parked."))
+    pull_wait_ms: int = Field(default=1000, ge=0, description="Longest wait (ms) of a pull for a slot.")
+    transaction_inflight: int = Field(default=64, ge=1, description=(
+        "Transaction commit/rollback and sink commit requests admitted at once."))
+    transaction_wait_ms: int = Field(default=1000, ge=0, description=(
+        "Longest wait (ms) of a transaction end for a slot."))
+    admin_inflight: int = Field(default=32, ge=1, description=(
+        "Other requests (topics, groups, offsets, SQL, retention) admitted at once."))
+    admin_wait_ms: int = Field(default=1000, ge=0, description="Longest wait (ms) of another request for a slot.")
+    other_inflight_bytes: int = Field(default=4 << 20, ge=1024, description=(
+        "Request bytes admitted at once for each class other than produce, 4 MiB."))
 
 
 class GroupsSection(_Section):
@@ -246,6 +281,7 @@ class BrokerSettings(TomlSettings):
     broker: BrokerSection = BrokerSection()
     limits: LimitsSection = LimitsSection()
     fast_failure: FastFailureSection = FastFailureSection()
+    server: ServerSection = ServerSection()
     groups: GroupsSection = GroupsSection()
     protection: ProtectionSection = ProtectionSection()
     transactions: TransactionsSection = TransactionsSection()

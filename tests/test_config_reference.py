@@ -59,8 +59,8 @@ def test_every_field_of_every_section_appears_with_its_env_var() -> None:
         f"Broker `[{name}]`": list(field.annotation.model_fields)  # type: ignore[union-attr]
         for name, field in BrokerSettings.model_fields.items()
     }
-    assert set(BrokerSettings.model_fields) == {"broker", "limits", "fast_failure", "groups", "protection",
-                                                "transactions", "store", "mirror"}
+    assert set(BrokerSettings.model_fields) == {"broker", "limits", "fast_failure", "server", "groups",
+                                                "protection", "transactions", "store", "mirror", "ha"}
     # the sections generated from the dataclasses carry every dataclass field
     assert expected["Broker `[store]`"] == [f.name for f in dataclasses.fields(StoreConfig)]
     assert expected["Broker `[mirror]`"] == [f.name for f in dataclasses.fields(MirrorConfig)]

@@ -48,6 +48,7 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     install_handlers(app)
     app.add_middleware(HotPathMiddleware)
     app.add_middleware(ha.SlaveGuardMiddleware)  # outermost: a slave refuses writes before admission
+    app.include_router(ops.control_router)
     for module in (messages, admin, groups, transactions, ops, sql, ha):
         app.include_router(module.router)
     return app

@@ -1,11 +1,22 @@
-"""A pure-ASGI fast lane for the two hot routes (produce and pull).
+"""The pure-ASGI front door: control routes first, admission, then the hot lane.
 
-FastAPI's per-request machinery (route scan, dependency solving, exception
-middleware) costs more than a small produce itself.  This middleware matches
-``POST /v1/topics/{topic}/messages`` and
-``GET /v1/topics/{topic}/queues/{queue_id}/messages`` first and calls the
-same handlers the FastAPI routes use (which stay registered, so ``/docs``
-still documents them); errors are answered from the same table.
+Every HTTP request passes here before FastAPI sees it:
+
+1. ``GET /healthz`` is answered here at once, and ``/readyz``, ``/metrics``
+   and ``/v1/broker`` go straight to their routes: the control path never
+   waits for an admission slot (the control listener, ``[server]
+   admin_port``, also serves them on a thread of their own).
+2. Every other request is classed (produce, pull, transaction, admin) and
+   admitted by :class:`~broker_api.admission.Admission`, before its body is
+   read; a refusal is ``503 broker_busy`` with ``Retry-After``.
+3. The two hot routes, ``POST /v1/topics/{topic}/messages`` and
+   ``GET /v1/topics/{topic}/queues/{queue_id}/messages``, are served here
+   without FastAPI's routing (route scan, dependency solving and exception
+   middleware cost more than a small produce); their FastAPI routes stay
+   registered so ``/docs`` documents them.  Errors come from the same table.
+
+Every 503 and 429 answer, whoever gives it, is counted in
+``sparkmq_requests_rejected_total{route,reason}``.
 """
 
 from __future__ import annotations
@@ -15,52 +26,134 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from store import StoreError
 
+from ..admission import TICKET_KEY, Ticket
 from ..errors import BrokerError
 from .errors import response_for
 from .messages import produce, pull
 
-__all__ = ["HotPathMiddleware"]
+__all__ = ["CONTROL_PATHS", "ControlCountingMiddleware", "HotPathMiddleware", "route_class"]
 
 log = logging.getLogger(__name__)
 
 _PRODUCE = re.compile(r"^/v1/topics/(?P<topic>[^/]+)/messages$")
 _PULL = re.compile(r"^/v1/topics/(?P<topic>[^/]+)/queues/(?P<queue_id>[^/]+)/messages$")
+CONTROL_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/broker"})
+_REASON_KEY = "sparkmq.reason"
+_HEALTHY = Response(b'{"status":"ok"}', media_type="application/json")
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def route_class(method: str, path: str) -> str:
+    """``control``, ``produce``, ``pull``, ``transaction`` or ``admin``."""
+    if method == "GET" and path in CONTROL_PATHS:
+        return "control"
+    if method == "POST" and _PRODUCE.match(path):
+        return "produce"
+    if method == "GET" and _PULL.match(path):
+        return "pull"
+    if method == "POST" and path.startswith(("/v1/transactions/", "/v1/sinks/")):
+        return "transaction"
+    return "admin"
+
+
+def _content_length(scope: Scope) -> int:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
 class HotPathMiddleware:
-    """Serves produce and pull without FastAPI's routing; passes everything else on."""
+    """Control routes, admission, and produce/pull without FastAPI's routing."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    def _route(self, scope: Scope) -> tuple[Handler, dict[str, Any]] | None:
-        method, path = scope["method"], scope["path"]
-        if method == "POST":
-            m = _PRODUCE.match(path)
-            return (produce, m.groupdict()) if m else None
-        if method == "GET":
-            m = _PULL.match(path)
-            return (pull, m.groupdict()) if m else None
-        return None
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        hit = self._route(scope) if scope["type"] == "http" else None
-        if hit is None:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        handler, params = hit
-        scope["path_params"] = params
+        route = route_class(scope["method"], scope["path"])
+        if route == "control":
+            if scope["path"] == "/healthz":
+                await _HEALTHY(scope, receive, send)  # liveness: answered even while overloaded
+            else:
+                await self.app(scope, receive, _Counting(scope, send, route))
+            return
+        broker = scope["app"].state.broker
+        counting = _Counting(scope, send, route)
+        try:
+            ticket: Ticket = await broker.admission.admit(route, _content_length(scope))
+        except BrokerError as exc:
+            scope[_REASON_KEY] = getattr(exc, "reason", None)
+            await response_for(exc)(scope, receive, counting)
+            return
+        scope[TICKET_KEY] = ticket
+        try:
+            if route in ("produce", "pull"):
+                await self._hot(route, scope, receive, counting)
+            else:
+                await self.app(scope, receive, counting)
+        finally:
+            ticket.lane.release(ticket)
+
+    async def _hot(self, route: str, scope: Scope, receive: Receive, send: Send) -> None:
+        m = (_PRODUCE if route == "produce" else _PULL).match(scope["path"])
+        assert m is not None
+        scope["path_params"] = m.groupdict()
+        handler: Handler = produce if route == "produce" else pull
         try:
             response = await handler(Request(scope, receive))
         except Exception as exc:
             if not isinstance(exc, (BrokerError, StoreError)):  # a bug: log it like the server would
                 log.exception("%s %s failed", scope["method"], scope["path"])
+            scope[_REASON_KEY] = getattr(exc, "reason", None)
             response = response_for(exc)
         await response(scope, receive, send)
+
+
+class ControlCountingMiddleware:
+    """The control listener's only middleware: counts its 503 answers (a /readyz that reports overload)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            send = _Counting(scope, send, "control")
+        await self.app(scope, receive, send)
+
+
+class _Counting:
+    """Wraps ``send``: counts a 503 or 429 answer by route class and reason (its error code if unset)."""
+
+    def __init__(self, scope: Scope, send: Send, route: str) -> None:
+        self._scope, self._send, self._route = scope, send, route
+        self._held: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] in (503, 429):
+            self._held = message  # wait for the body: it names the reason
+            return
+        if self._held is not None and message["type"] == "http.response.body":
+            held, self._held = self._held, None
+            self._count(message.get("body", b""))
+            await self._send(held)
+        await self._send(message)
+
+    def _count(self, body: bytes) -> None:
+        reason = self._scope.get(_REASON_KEY)
+        if not reason:
+            try:
+                reason = str(orjson.loads(body).get("error", "unknown"))
+            except (orjson.JSONDecodeError, AttributeError):
+                reason = "unknown"
+        broker: Any = self._scope["app"].state.broker
+        broker.metrics.requests_rejected.inc(route=self._route, reason=reason)

@@ -7,6 +7,7 @@ Their request shapes are documented in the OpenAPI schema via
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import time
@@ -27,9 +28,11 @@ from store import (
     PutResult,
 )
 
+from ..admission import TICKET_KEY, Ticket
 from ..broker import Broker
 from ..errors import (
     BadOffsetError,
+    BadQueueIdError,
     BadRequestError,
     BatchTooLargeError,
     UnsupportedMediaTypeError,
@@ -57,6 +60,7 @@ _WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
 _TAIL_STATUSES = (*_WAIT_STATUSES, GetStatus.OFFSET_OVERFLOW)
 _INLINE_PULL_MAX = 256
 _SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
+_INLINE_PARSE_BYTES = 1 << 20  # produce bodies larger than this are parsed off the event loop
 _NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
 # curl -d sends form-urlencoded; treat it (and text) as the JSON form.
 _JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
@@ -106,7 +110,7 @@ def _drafts(request: Request, raw: bytes, max_messages: int) -> tuple[list[Draft
         return parse_arrow_produce(raw, max_messages), transactional
     if ctype == "application/octet-stream":
         keys = tuple(k for k in q.getlist("key") if k)
-        qid = _int_param(q, "queue_id", -1) if "queue_id" in q else None
+        qid = _int_param(q, "queue_id", -1, BadQueueIdError) if "queue_id" in q else None
         return [Draft(raw, keys, q.get("tags") or None, None, qid)], transactional
     raise UnsupportedMediaTypeError(
         f"content type {ctype!r} is not accepted; send application/json, application/octet-stream or {ARROW_STREAM}"
@@ -131,6 +135,11 @@ def _to_messages(broker: Broker, cfg: TopicConfig, drafts: list[Draft]) -> list[
     return out
 
 
+def _parse_big(broker: Broker, cfg: TopicConfig, request: Request, raw: bytes) -> tuple[bool, list[Message]]:
+    drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages)
+    return transactional, _to_messages(broker, cfg, drafts)
+
+
 @router.post("/v1/topics/{topic}/messages", openapi_extra=PRODUCE_DOC, summary="Produce messages")
 async def produce(request: Request) -> Response:
     """Append messages to a topic (JSON, raw octet-stream or Arrow bulk)."""
@@ -138,10 +147,14 @@ async def produce(request: Request) -> Response:
     topic: str = request.path_params["topic"]
     broker: Broker = request.app.state.broker
     raw = await _read_body(request, broker.settings.limits.max_request_bytes)
-    drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages)
     tx_id = request.query_params.get("transaction_id") or None
     cfg = broker.topics.for_produce(topic)
-    messages = _to_messages(broker, cfg, drafts)
+    if len(raw) <= _INLINE_PARSE_BYTES:
+        drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages)
+        messages = _to_messages(broker, cfg, drafts)
+    else:  # a big body is parsed on a thread: the event loop keeps serving everyone else
+        transactional, messages = await asyncio.get_running_loop().run_in_executor(
+            None, _parse_big, broker, cfg, request, raw)
     try:
         if transactional or tx_id:
             tx_id, results = await broker.gate.run(broker.transactions.add_halves, messages, tx_id, offload=True)
@@ -242,7 +255,7 @@ async def pull(request: Request) -> Response:
     queue_id: str = request.path_params["queue_id"]
     broker: Broker = request.app.state.broker
     q = request.query_params
-    qid = _int_param({"queue_id": queue_id}, "queue_id", None, BadOffsetError)
+    qid = _int_param({"queue_id": queue_id}, "queue_id", None, BadQueueIdError)
     offset = _int_param(q, "offset", None, BadOffsetError)
     arrow = ARROW_STREAM in request.headers.get("accept", "")
     limits = broker.settings.limits
@@ -261,7 +274,9 @@ async def pull(request: Request) -> Response:
         await asyncio.get_running_loop().run_in_executor(None, broker.settle)
         result = await _get(broker, topic, qid, offset, n, tags, arrow)
     if wait_ms > 0 and result.status in _WAIT_STATUSES:
-        result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow)
+        ticket: Ticket | None = request.scope.get(TICKET_KEY)
+        with ticket.parked() if ticket is not None else contextlib.nullcontext():  # parked: no slot held
+            result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow)
     status = result.status.value
     m = broker.metrics
     m.pull_requests.inc(status=status)

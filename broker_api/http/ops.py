@@ -1,4 +1,9 @@
-"""Operations: broker info, health, readiness, Prometheus metrics, retention."""
+"""Operations: broker info, health, readiness, Prometheus metrics, retention.
+
+``control_router`` holds the four control routes (health, readiness, broker
+info, metrics); they skip admission on the main port and are also served by
+the control listener (:mod:`broker_api.http.control`) on a thread of its own.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,10 @@ from ..broker import Broker
 from ..errors import NotReadyError
 from ..metrics import render_gauge
 
-__all__ = ["router"]
+__all__ = ["control_router", "router"]
 
 router = APIRouter(tags=["operations"])
+control_router = APIRouter(tags=["operations"])
 
 
 class RetentionRequest(BaseModel):
@@ -27,19 +33,24 @@ def _broker(request: Request) -> Broker:
     return request.app.state.broker  # type: ignore[no-any-return]
 
 
-@router.get("/healthz", summary="Liveness")
+@control_router.get("/healthz", summary="Liveness (200 while the process serves, even when overloaded)")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: store open, services running")
+@control_router.get("/readyz", summary="Readiness: store open, services running, not overloaded")
 async def readyz(request: Request) -> dict[str, str]:
-    if not _broker(request).ready:
+    broker = _broker(request)
+    if not broker.ready:
         raise NotReadyError("the broker is starting or stopping; retry shortly")
+    overload = broker.admission.overload_reason()
+    if overload is not None:
+        raise NotReadyError(f"overloaded: {overload}; send less or retry shortly",
+                            retry_after_s=broker.settings.fast_failure.retry_after_s)
     return {"status": "ready"}
 
 
-@router.get("/v1/broker", summary="Broker identity and store statistics")
+@control_router.get("/v1/broker", summary="Broker identity and store statistics")
 def broker_info(request: Request) -> dict[str, Any]:
     broker = _broker(request)
     s = broker.settings
@@ -60,6 +71,8 @@ def broker_info(request: Request) -> dict[str, Any]:
         "open_transactions": broker.transactions.open_count(),
         "parked_pulls": broker.waiters.parked() if broker.waiters else 0,
         "fast_failures": {"queue_wait": broker.gate.rejected_wait, "busy": broker.gate.rejected_busy},
+        "admission": broker.admission.snapshot(),
+        "admin_address": broker.admin_address,
         "event_loop_lag_ms": round(broker.gate.loop_lag_ms, 3),
         "mirror": broker.mirror_lag(),
         "namesrv": broker.registrar.status() if broker.registrar else None,
@@ -75,14 +88,26 @@ def run_retention(request: Request, body: RetentionRequest | None = None) -> dic
     return {"deleted_segments": _broker(request).store.run_retention(force=force)}
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@control_router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     broker = _broker(request)
     lines = broker.metrics.render()
+    lines += _admission_gauges(broker)
     lines += _queue_gauges(broker)
     lines += _store_gauges(broker)
     lines += broker.replication.metric_lines()
     return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+def _admission_gauges(broker: Broker) -> list[str]:
+    snap = broker.admission.snapshot()
+    lines = render_gauge("sparkmq_requests_in_flight", "Requests admitted and not yet answered, by route class "
+                         "(parked long polls excluded).", [({"route": k}, float(v["inflight"])) for k, v in snap.items()])
+    lines += render_gauge("sparkmq_request_bytes_in_flight", "Request body bytes admitted, by route class.",
+                          [({"route": k}, float(v["inflight_bytes"])) for k, v in snap.items()])
+    lines += render_gauge("sparkmq_requests_waiting", "Requests waiting for an admission slot, by route class.",
+                          [({"route": k}, float(v["waiting"])) for k, v in snap.items()])
+    return lines + list(broker.admission.waited.render())
 
 
 def _queue_gauges(broker: Broker) -> list[str]:
