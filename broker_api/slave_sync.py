@@ -76,10 +76,13 @@ class SlaveSyncService:
             client = self._replication.client
             connected = client is not None and client.connected and client.error is None
             now = time.monotonic()
-            if connected and (not was_connected or self._wake.is_set() or now >= next_due):
-                self._wake.clear()
+            woken = self._wake.is_set()
+            self._wake.clear()
+            if connected and (not was_connected or woken or now >= next_due):
                 self.sync_now()
                 next_due = time.monotonic() + self._interval_s
+            if woken:  # replicated data of a topic the master's metadata did not bring (yet): serve it
+                self._topics.adopt_store_topics(self._store)
             was_connected = connected
             self._wake.wait(_TICK_S)
 
@@ -108,7 +111,11 @@ class SlaveSyncService:
 
     def _apply(self, body: dict[str, Any]) -> None:
         topics = [TopicConfig(t["name"], int(t["queues"]), str(t["perm"])) for t in body["topics"]]
-        if self._topics.replace_all(topics, self._store):
+        # The master reads its max offset before its topics: a topic with bytes below that offset
+        # is in the answer.  A slave already holding more may hold a topic created since, so
+        # nothing is dropped this round.
+        drop = int(body["max_phy_offset"]) >= self._store.max_phy_offset()
+        if self._topics.replace_all(topics, self._store, drop):
             log.info("slave metadata sync: %d topics from the master", len(topics))
         offsets = {g: {t: {int(q): int(o) for q, o in qs.items()} for t, qs in ts.items()}
                    for g, ts in body["offsets"].items()}

@@ -89,22 +89,29 @@ class TopicManager:
         """Read topics.json and add topics the store has data for but the file lacks."""
         raw = read_json(self._path, {})
         self._topics = {name: TopicConfig(**cfg) for name, cfg in raw.items()}
-        changed = False
-        for name, queue_ids in store.topics().items():
-            if name not in self._topics:
-                self._topics[name] = TopicConfig(name, max(max(queue_ids, default=0) + 1, 1))
-                changed = True
-        if changed:
-            self._save()
+        self.adopt_store_topics(store, notify=False)
 
-    def replace_all(self, configs: list[TopicConfig], store: MessageStore) -> bool:
-        """Slave: make the client topics exactly ``configs`` (the master's); system topics stay.
+    def adopt_store_topics(self, store: MessageStore, notify: bool = True) -> bool:
+        """Add topics the store has data for but the table lacks (queues: up to the highest seen)."""
+        with self._lock:
+            found = [TopicConfig(name, max(max(queue_ids, default=0) + 1, 1))
+                     for name, queue_ids in store.topics().items() if name not in self._topics]
+            for cfg in found:
+                self._topics[cfg.name] = cfg
+            if found:
+                self._save()
+        if found and notify:
+            self._changed()
+        return bool(found)
 
-        A topic the master no longer has is dropped with its queues, as on the master.
-        Returns True when anything changed."""
+    def replace_all(self, configs: list[TopicConfig], store: MessageStore, drop: bool = True) -> bool:
+        """Slave: make the client topics ``configs`` (the master's); system topics stay.
+
+        With ``drop``, a topic the master no longer has is dropped with its queues, as on
+        the master.  Returns True when anything changed."""
         wanted = {c.name: c for c in configs if not c.system}
         with self._lock:
-            gone = [n for n, c in self._topics.items() if not c.system and n not in wanted]
+            gone = [n for n, c in self._topics.items() if drop and not c.system and n not in wanted]
             changed = [c for n, c in wanted.items() if self._topics.get(n) != c]
             if not gone and not changed:
                 return False

@@ -33,15 +33,16 @@ _ALWAYS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/broker", "/v1/admin
 
 def metadata_snapshot(broker: Broker) -> dict[str, Any]:
     """What a slave copies: client topics, every group's committed offsets and switches."""
+    max_phy_offset = broker.store.max_phy_offset()  # first: every topic with bytes below it is listed
     offsets = broker.groups.all_offsets()
     return {
+        "max_phy_offset": max_phy_offset,
         "broker": broker.settings.broker.name,
         "role": broker.replication.role,
         "topics": [{"name": c.name, "queues": c.queues, "perm": c.perm} for c in broker.topics.list()],
         "offsets": {g: {t: {str(q): o for q, o in sorted(qs.items())} for t, qs in ts.items()}
                     for g, ts in offsets.items()},
         "subscription_groups": broker.groups.all_configs(),
-        "max_phy_offset": broker.store.max_phy_offset(),
     }
 
 

@@ -41,6 +41,7 @@ from .openapi import PRODUCE_DOC, PULL_DOC
 from ..topics import TopicConfig
 from .wire import (
     ARROW_STREAM,
+    JSON_TYPES,
     Draft,
     batch_to_arrow,
     batch_to_json,
@@ -62,8 +63,7 @@ _INLINE_PULL_MAX = 256
 _SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
 _INLINE_PARSE_BYTES = 1 << 20  # produce bodies larger than this are parsed off the event loop
 _NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
-# curl -d sends form-urlencoded; treat it (and text) as the JSON form.
-_JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
+_JSON_TYPES = JSON_TYPES  # as POST /v1/topics: curl -d sends form-urlencoded, so it (and text) means JSON
 
 
 def _json(value: Any, status: int = 200) -> Response:
