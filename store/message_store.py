@@ -124,8 +124,16 @@ class MessageStore:
         self._flush_logics()
         self.recovery = {"abnormal": self.abnormal_start, "scanned_from": report.scanned_from,
                          "valid_end": report.valid_end, "stopped_at": report.reason,
+                         "segments_dropped": report.segments_dropped,
                          "redispatched_bytes": redispatched, "seconds": round(time.perf_counter() - t0, 3)}
-        _log.info("store recovered: %s", self.recovery)
+        if self.abnormal_start:  # an operator must see this at the default log level
+            _log.warning(
+                "unclean shutdown detected (the abort marker was left): recovery scanned the CommitLog from "
+                "offset %d, truncated it at offset %d (%s; %d later segment(s) deleted), re-dispatched %d bytes "
+                "to the queues and index, in %.3f s", report.scanned_from, report.valid_end, report.reason,
+                report.segments_dropped, redispatched, self.recovery["seconds"])
+        else:
+            _log.info("store recovered: %s", self.recovery)
 
     def shutdown(self) -> None:
         with self._state_lock:

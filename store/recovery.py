@@ -34,6 +34,7 @@ class RecoveryReport:
     scanned_from: int
     valid_end: int
     reason: str
+    segments_dropped: int = 0  # whole segments past valid_end that were deleted
 
 
 def recover_commitlog(commitlog: CommitLog, cp: Checkpoint, have_checkpoint: bool) -> RecoveryReport:
@@ -61,12 +62,13 @@ def recover_commitlog(commitlog: CommitLog, cp: Checkpoint, have_checkpoint: boo
         if res.stop is ScanStop.INVALID or (res.stop is ScanStop.SHORT and (at_seg_end or res.consumed == 0)):
             reason = res.reason or "record cut short"
             break
+    dropped = sum(1 for f in q.files if f.start_offset > offset)
     q.truncate_dirty(offset)
     last = q.last()
     if last is not None:
         last.flushed = 0  # make the first flush after start cover the recovered tail
     _log.info("CommitLog recovered: scanned from %d, valid end %d (%s)", start, offset, reason)
-    return RecoveryReport(start, offset, reason)
+    return RecoveryReport(start, offset, reason, dropped)
 
 
 def redispatch_start(

@@ -71,6 +71,7 @@ def broker_info(request: Request) -> dict[str, Any]:
         "open_transactions": broker.transactions.open_count(),
         "parked_pulls": broker.waiters.parked() if broker.waiters else 0,
         "fast_failures": {"queue_wait": broker.gate.rejected_wait, "busy": broker.gate.rejected_busy},
+        "last_recovery": stats.get("recovery"),
         "admission": broker.admission.snapshot(),
         "admin_address": broker.admin_address,
         "event_loop_lag_ms": round(broker.gate.loop_lag_ms, 3),

@@ -168,3 +168,19 @@ def test_parked_long_polls_hold_no_slot(fast_broker: Any) -> None:
     for t in parked:
         t.join(30)
     assert answers == [200] * 6
+
+
+def test_recovery_after_a_crash_is_logged_and_shown(fast_broker: Any) -> None:
+    b = fast_broker()
+    with httpx.Client(base_url=b.url, timeout=30) as c:
+        for i in range(20):
+            assert c.post("/v1/topics/crash/messages", json={"messages": [{"body": f"c{i}"}] * 10}).status_code == 200
+        assert c.get("/v1/broker").json()["last_recovery"]["abnormal"] is False
+    b.kill()
+    b.start()
+    assert "WARNING" in b.log_tail() and "unclean shutdown detected" in b.log_tail()
+    with httpx.Client(base_url=b.url, timeout=30) as c:
+        last = c.get("/v1/broker").json()["last_recovery"]
+        assert last["abnormal"] is True and last["valid_end"] >= last["scanned_from"] >= 0
+        queues = c.get("/v1/topics/crash/queues").json()
+        assert sum(q["max_offset"] for q in queues) == 200  # every acknowledged message survived
