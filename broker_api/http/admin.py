@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from store import MessageNotFoundError
 
 from ..broker import Broker
+from ..errors import BadRequestError
 from ..topics import SYSTEM_PREFIX, TopicConfig
-from .wire import message_to_json
+from .wire import message_to_json, parse_json_object
 
 __all__ = ["router"]
 
@@ -44,10 +46,29 @@ def _topic_json(cfg: TopicConfig) -> dict[str, Any]:
     return {"name": cfg.name, "queues": cfg.queues, "perm": cfg.perm}
 
 
-@router.post("/v1/topics", status_code=201, summary="Create a topic")
-def create_topic(body: TopicCreate, request: Request) -> JSONResponse:
+_TOPIC_EXAMPLE = '{"name": "orders", "queues": 4}'
+_CREATE_DOC: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    t: {"schema": TopicCreate.model_json_schema()} for t in ("application/json",)}}}
+
+
+def _topic_create(raw: bytes, content_type: str | None) -> TopicCreate:
+    """The body of POST /v1/topics, read like a produce body (same content types, same errors)."""
+    doc = parse_json_object(raw, content_type, _TOPIC_EXAMPLE)
+    try:
+        return TopicCreate.model_validate(doc)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+        raise BadRequestError("invalid topic: " + "; ".join(parts) + f"; send {_TOPIC_EXAMPLE}") from None
+
+
+@router.post("/v1/topics", status_code=201, summary="Create a topic", openapi_extra=_CREATE_DOC)
+async def create_topic(request: Request) -> JSONResponse:
     """201 when created, 200 when an identical topic already exists, 409 when it differs."""
-    broker = _broker(request)
+    body = _topic_create(await request.body(), request.headers.get("content-type"))
+    return await run_in_threadpool(_create, _broker(request), body)
+
+
+def _create(broker: Broker, body: TopicCreate) -> JSONResponse:
     queues = body.queues or broker.settings.broker.default_queues
     existed = broker.topics.exists(body.name)
     cfg = broker.topics.create(body.name, queues, body.perm, exist_ok=True)

@@ -8,6 +8,8 @@ validation and routing errors the same way.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -17,6 +19,7 @@ from starlette.responses import Response
 import store
 
 from ..errors import ERROR_TABLE, BrokerError, ErrorTable
+from ..topics import validate_topic_name
 
 if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
     from fastapi import FastAPI
@@ -49,6 +52,10 @@ def validation_response(exc: Exception) -> Response:
     details: list[Any] = list(exc.errors())
     if details and details[0].get("type") == "json_invalid":
         return error_response(400, "bad_json", "request body is not valid JSON; send a JSON object")
+    bad_queue = [e for e in details if tuple(e.get("loc", ())) == ("path", "queue_id")]
+    if bad_queue:
+        return error_response(400, "bad_queue_id", f"queue id {bad_queue[0].get('input')!r} is not a queue id; "
+                                                   "pass a non-negative integer")
     parts = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in details[:5]]
     return error_response(400, "bad_request", "invalid request: " + "; ".join(parts) + "; see /docs")
 
@@ -65,14 +72,22 @@ def http_exception_response(request: Request, exc: Exception, api: str) -> Respo
     return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
 
 
-def install_common_handlers(app: FastAPI, api: str) -> None:
-    """Answer FastAPI's own validation and routing errors in the documented shape (both apps)."""
+def install_common_handlers(app: FastAPI, api: str,
+                            not_found: Callable[[str], Response | None] | None = None) -> None:
+    """Answer FastAPI's own validation and routing errors in the documented shape (both apps).
+
+    ``not_found(path)`` may give a more precise answer than "no route" for a path no route matches.
+    """
     from fastapi.exceptions import RequestValidationError
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         return validation_response(exc)
 
     async def on_http(request: Request, exc: Exception) -> Response:
+        if not_found is not None and getattr(exc, "status_code", 0) == 404:
+            answer = not_found(request.url.path)
+            if answer is not None:
+                return answer
         return http_exception_response(request, exc, api)
 
     app.add_exception_handler(RequestValidationError, on_validation)
@@ -127,9 +142,30 @@ def _unexpected(exc: Exception) -> Response:
                           f"the broker failed unexpectedly ({type(exc).__name__}: {exc}); see the broker log")
 
 
+# What may follow a topic name in a route: a path that matches none with a '/' in the name part
+# names a topic with '/' in it (sent as is or as %2F), which no topic can have.
+_TOPIC_TAIL = re.compile(r"/(?:messages|queues(?:/[^/]*/(?:messages|offset))?)$")
+
+
+def _slashed_topic(path: str) -> Response | None:
+    """Answer bad_topic_name for ``/v1/topics/<name with '/'>[/route]``, else None."""
+    if not path.startswith("/v1/topics/"):
+        return None
+    rest = path[len("/v1/topics/"):]
+    tail = _TOPIC_TAIL.search(rest)
+    name = rest[: tail.start()] if tail else rest
+    if "/" not in name:
+        return None
+    try:
+        validate_topic_name(name)
+    except BrokerError as exc:
+        return _mapped(exc)
+    return None
+
+
 def install_handlers(app: FastAPI) -> None:
     """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
     app.add_exception_handler(BrokerError, _handle_mapped)
     app.add_exception_handler(store.StoreError, _handle_mapped)
-    install_common_handlers(app, "API")
+    install_common_handlers(app, "API", _slashed_topic)
     app.add_exception_handler(Exception, _handle_unexpected)

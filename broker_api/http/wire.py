@@ -26,10 +26,13 @@ import pyarrow as pa
 
 from store import DamagedRecord, DispatchBatch, StoredMessage, decode_properties
 
-from ..errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError
+from ..errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
 
 __all__ = [
     "ARROW_STREAM",
+    "JSON_TYPES",
+    "media_type",
+    "parse_json_object",
     "PULL_SCHEMA",
     "Draft",
     "parse_json_produce",
@@ -42,6 +45,9 @@ __all__ = [
 ]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+# Content types whose body is read as JSON (produce and POST /v1/topics alike): curl -d sends
+# form-urlencoded, and no type at all is taken as JSON too.
+JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
 
 _TS = pa.timestamp("ms", tz="UTC")
 _PROPS = pa.map_(pa.string(), pa.string())
@@ -70,6 +76,26 @@ class Draft:
     tags: str | None = None
     properties: Mapping[str, str] | None = None
     queue_id: int | None = None
+
+
+def media_type(content_type: str | None) -> str:
+    """``Content-Type`` without parameters, lower case ("" when absent)."""
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def parse_json_object(raw: bytes, content_type: str | None, example: str) -> dict[str, Any]:
+    """A JSON object request body; ``example`` shows the expected shape in error messages."""
+    ctype = media_type(content_type)
+    if ctype not in JSON_TYPES:
+        raise UnsupportedMediaTypeError(f"content type {ctype!r} is not accepted; send Content-Type: "
+                                        f"application/json with a body like {example}")
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadJsonError(f"request body is not valid JSON ({exc}); send {example}") from exc
+    if not isinstance(doc, dict):
+        raise BadRequestError(f"request body must be a JSON object like {example}")
+    return doc
 
 
 def _json_body(item: dict[str, Any], i: int) -> bytes:

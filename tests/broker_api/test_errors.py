@@ -35,7 +35,7 @@ def test_bad_offsets_and_queues(client: httpx.Client) -> None:
     _assert_error(client.get(pull.format(0), params={"offset": -1}), 400, "bad_offset")
     _assert_error(client.get(pull.format(0)), 400, "bad_offset")
     _assert_error(client.get(pull.format(5), params={"offset": 0}), 404, "queue_not_found")
-    _assert_error(client.get(pull.format("x"), params={"offset": 0}), 400, "bad_offset")
+    _assert_error(client.get(pull.format("x"), params={"offset": 0}), 400, "bad_queue_id")
     _assert_error(client.put("/v1/groups/g/offsets", json={"topic": "t", "offsets": {"0": -3}}), 400, "bad_offset")
     _assert_error(client.put("/v1/groups/g/offsets", json={"topic": "t", "offsets": {"7": 1}}),
                   404, "queue_not_found")

@@ -1,0 +1,71 @@
+"""Bad input found by hand: each answer names what was wrong, in the documented error shape."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+
+def _error(resp: httpx.Response, status: int, code: str) -> str:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    body = resp.json()
+    assert body["error"] == code, body
+    return str(body["message"])
+
+
+@pytest.mark.parametrize("ctype", ["application/json", "text/plain", "application/x-www-form-urlencoded", None])
+def test_topics_and_produce_take_the_same_json_content_types(client: httpx.Client, ctype: str | None) -> None:
+    headers = {"Content-Type": ctype} if ctype else {}
+    name = f"ct-{(ctype or 'none').replace('/', '-')}"
+    r = client.post("/v1/topics", content=b'{"name": "%s", "queues": 1}' % name.encode(), headers=headers)
+    assert r.status_code == 201, r.text
+    r = client.post(f"/v1/topics/{name}/messages", content=b'{"messages": [{"body": "x"}]}', headers=headers)
+    assert r.status_code == 200, r.text
+
+
+def test_topics_and_produce_refuse_other_content_types_alike(client: httpx.Client) -> None:
+    client.post("/v1/topics", json={"name": "xml", "queues": 1}).raise_for_status()
+    for path, body in (("/v1/topics", b'{"name": "xml2"}'), ("/v1/topics/xml/messages", b'{"messages": []}')):
+        message = _error(client.post(path, content=body, headers={"Content-Type": "application/xml"}),
+                         415, "unsupported_media_type")
+        assert "'application/xml'" in message and "application/json" in message
+
+
+def test_create_topic_bad_bodies(client: httpx.Client) -> None:
+    assert "not valid JSON" in _error(client.post("/v1/topics", content=b"{nope"), 400, "bad_json")
+    assert "name" in _error(client.post("/v1/topics", json={"queues": 2}), 400, "bad_request")
+    assert "queues" in _error(client.post("/v1/topics", json={"name": "q", "queues": 0}), 400, "bad_request")
+    assert "JSON object" in _error(client.post("/v1/topics", json=["orders"]), 400, "bad_request")
+    _error(client.post("/v1/topics", json={"name": "bad name"}), 400, "bad_topic_name")
+
+
+def test_a_queue_id_that_is_not_a_number_is_bad_queue_id(client: httpx.Client) -> None:
+    client.post("/v1/topics", json={"name": "qid", "queues": 2}).raise_for_status()
+    message = _error(client.get("/v1/topics/qid/queues/abc/messages", params={"offset": 0}), 400, "bad_queue_id")
+    assert "'abc'" in message
+    _error(client.get("/v1/topics/qid/queues/-1/messages", params={"offset": 0}), 400, "bad_queue_id")
+    _error(client.get("/v1/topics/qid/queues/abc/offset", params={"timestamp_ms": 0}), 400, "bad_queue_id")
+    _error(client.post("/v1/topics/qid/messages", params={"queue_id": "x"}, content=b"raw",
+                       headers={"Content-Type": "application/octet-stream"}), 400, "bad_queue_id")
+    # the offset keeps its own code
+    _error(client.get("/v1/topics/qid/queues/0/messages", params={"offset": "x"}), 400, "bad_offset")
+
+
+@pytest.mark.parametrize("method,path", [
+    ("POST", "/v1/topics/a%2Fb/messages"),
+    ("POST", "/v1/topics/a/b/messages"),
+    ("GET", "/v1/topics/a/b/queues/0/messages?offset=0"),
+    ("GET", "/v1/topics/a/b"),
+    ("DELETE", "/v1/topics/a/b"),
+    ("GET", "/v1/topics/a/b/queues"),
+    ("GET", "/v1/topics/a/b/queues/0/offset?timestamp_ms=0"),
+])
+def test_a_topic_name_with_a_slash_gets_the_topic_name_rule(client: httpx.Client, method: str, path: str) -> None:
+    r = client.request(method, path, content=b'{"messages": [{"body": "x"}]}' if method == "POST" else None)
+    message = _error(r, 400, "bad_topic_name")
+    assert "'a/b'" in message and "A-Z a-z 0-9" in message
+
+
+def test_an_unknown_route_is_still_not_found(client: httpx.Client) -> None:
+    assert "no route" in _error(client.get("/v1/nothing/here"), 404, "not_found")
