@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import errno
 import os
 import threading
 from dataclasses import asdict, dataclass
@@ -31,8 +32,12 @@ def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, f"short write to {tmp}")
         os.fsync(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves the old file, and no half-written temp
+        raise
     finally:
         os.close(fd)
     os.replace(tmp, path)

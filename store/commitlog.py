@@ -67,6 +67,9 @@ class CommitLog:
     def append(self, batch: codec.PreparedBatch) -> AppendResult:
         n = len(batch)
         with self.write_lock:
+            if self.queue.last() is None:
+                self.queue.writable()
+            self.queue.reserve(self._new_segments(batch.sizes))  # DiskFullError before anything is written
             now = int(time.time() * 1000)
             qoffs = self._assign_queue_offsets(batch)
             phys = [0] * n
@@ -76,6 +79,21 @@ class CommitLog:
             end = self.queue.max_offset()
         self.on_append(end)
         return AppendResult(phys, qoffs, now, end)
+
+    def _new_segments(self, sizes: list[int]) -> int:
+        """How many new segments appending records of ``sizes`` rolls into (as _append_some fills them)."""
+        seg = self.queue.last()
+        if seg is None:
+            return 0
+        ends = list(accumulate(sizes))
+        room, cap = seg.remaining - codec.MIN_BLANK, self.queue.segment_size - codec.MIN_BLANK
+        base, done, count = 0, 0, 0
+        while True:
+            done = bisect_right(ends, base + room, lo=done)
+            if done == len(ends) or count > len(ends):  # (every record fits an empty segment)
+                return count
+            count += 1
+            base, room = (ends[done - 1] if done else 0), cap
 
     def _assign_queue_offsets(self, batch: codec.PreparedBatch) -> list[int]:
         """Next offsets per (topic, queue); hidden half messages take none (offset 0)."""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from .commitlog import CommitLog
-from .errors import FlushTimeoutError
+from .errors import FlushTimeoutError, StoreError
 
 __all__ = ["AsyncFlushService", "GroupCommitService", "LogicsFlushService", "FlushStats"]
 
@@ -161,5 +161,15 @@ class LogicsFlushService(_Service):
         self.interval, self.flush_once = interval_ms / 1000, flush_once
 
     def _run(self) -> None:
+        failing = False
         while not self._stop.wait(self.interval):
-            self.flush_once()
+            try:
+                self.flush_once()
+            except (OSError, StoreError) as exc:  # a full disk: keep the old checkpoint, try again next round
+                if not failing:
+                    _log.error("checkpoint not written (%s); retrying every %.1f s", exc, self.interval)
+                failing = True
+                continue
+            if failing:
+                _log.info("checkpoint written again")
+            failing = False

@@ -2,7 +2,8 @@
 
 One fixed-size, memory-mapped file per range of the CommitLog (RocketMQ's
 IndexFile).  Every number is **little-endian**, so numpy views map the file
-directly.  The file is pre-allocated sparsely (``os.ftruncate``).
+directly.  The file is sized with ``os.ftruncate`` and its blocks reserved
+(``posix_fallocate``): a full disk is a DiskFullError at creation, never a SIGBUS.
 
 ::
 
@@ -63,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CorruptRecordError, StoreClosedError
+from .mapped_file import reserve
 
 __all__ = ["IndexFile", "HEADER", "SLOT", "ENTRY"]
 
@@ -112,12 +114,14 @@ class IndexFile:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.ftruncate(fd, file_size(slots, entries))
+            reserve(fd, file_size(slots, entries), path)
             os.pwrite(fd, HEADER.pack(*header), 0)
             os.fsync(fd)
             os.rename(tmp, path)
             mm = mmap.mmap(fd, file_size(slots, entries))
         except BaseException:
             os.close(fd)
+            tmp.unlink(missing_ok=True)
             raise
         return cls(path, fd, mm, header, entries)
 

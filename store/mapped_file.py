@@ -1,9 +1,12 @@
 """MappedFile: one fixed-size, memory-mapped segment of a log.
 
 A segment is named by the log offset of its first byte, zero-padded to 20
-digits (``00000000001073741824``).  It is created sparse with ``ftruncate``
-(never with large ``write()`` calls, which would make later syncs flush whole
-megabytes) and mapped once.  Three positions move forward through it::
+digits (``00000000001073741824``).  It is created with ``ftruncate`` (never
+with large ``write()`` calls, which would make later syncs flush whole
+megabytes), its blocks reserved with ``posix_fallocate`` (no data written),
+and mapped once.  Reserving makes a full disk a DiskFullError when a segment
+is created, not a SIGBUS that kills the process when a write into the
+mapping finds no free block.  Three positions move forward through it::
 
     0 ........ flushed ........ wrote ............ size
                (fdatasync'd)    (appended, in the page cache)
@@ -14,11 +17,28 @@ records (sizes on disk are never trusted).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
 
-__all__ = ["MappedFile", "segment_name"]
+from .errors import DiskFullError
+
+__all__ = ["MappedFile", "segment_name", "reserve"]
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def reserve(fd: int, size: int, path: Path) -> None:
+    """Reserve the blocks of the first ``size`` bytes of ``fd``; DiskFullError when the disk is full."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in _FULL:
+            raise DiskFullError(f"no room on disk for {size} bytes of {path}; free disk space "
+                                "(old segments go once retention runs)") from exc
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
 
 
 def segment_name(start_offset: int) -> str:
@@ -37,9 +57,12 @@ class MappedFile:
         try:
             if not existed or os.fstat(self._fd).st_size < size:
                 os.ftruncate(self._fd, size)
+                reserve(self._fd, size, path)
             self._mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)
+            if not existed:
+                path.unlink(missing_ok=True)
             raise
         self.wrote = 0
         self.flushed = 0
@@ -83,10 +106,11 @@ class MappedFile:
         """Forget everything past ``pos`` (zeroed so no stale record is ever read)."""
         if pos < self.size:
             # Shrinking drops the tail's blocks and zeroes the partial page;
-            # growing back leaves a sparse hole.  Only recovery calls this,
+            # growing back leaves a hole, reserved again.  Only recovery calls this,
             # before any reader can touch the mapping.
             os.ftruncate(self._fd, pos)
             os.ftruncate(self._fd, self.size)
+            reserve(self._fd, self.size, self.path)
         self.wrote = pos
         self.flushed = min(self.flushed, pos)
 

@@ -30,6 +30,7 @@ class MappedFileQueue:
         self.directory = directory
         self.segment_size = segment_size
         self._files: list[MappedFile] = []
+        self._spare: list[MappedFile] = []  # created ahead by reserve(), not yet part of the log
         self._lock = threading.Lock()  # guards the list, not the bytes
 
     def load(self) -> None:
@@ -79,10 +80,30 @@ class MappedFileQueue:
         if last is not None and not last.is_full:
             return last
         start = last.end_offset if last is not None else start_if_empty - start_if_empty % self.segment_size
-        new = MappedFile(self.directory / segment_name(start), self.segment_size)
+        if self._spare and self._spare[0].start_offset == start:
+            new = self._spare.pop(0)
+        else:
+            self._drop_spares()
+            new = MappedFile(self.directory / segment_name(start), self.segment_size)
         with self._lock:
             self._files = self._files + [new]
         return new
+
+    def reserve(self, count: int) -> None:
+        """Create the next ``count`` segments now (the writer rolls into them later), so a full disk is
+        found before a write starts; raises DiskFullError, keeping those already made."""
+        last = self.last()
+        if last is None:
+            return
+        start = last.end_offset + len(self._spare) * self.segment_size
+        while len(self._spare) < count:
+            self._spare.append(MappedFile(self.directory / segment_name(start), self.segment_size))
+            start += self.segment_size
+
+    def _drop_spares(self) -> None:
+        for f in self._spare:
+            f.destroy()
+        self._spare = []
 
     def find(self, offset: int) -> MappedFile | None:
         """The segment holding ``offset``, or None when it is not in the log."""
@@ -104,6 +125,7 @@ class MappedFileQueue:
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at and past ``offset`` (recovery only)."""
+        self._drop_spares()
         keep: list[MappedFile] = []
         for f in self._files:
             if f.start_offset >= offset and not (f.start_offset == offset == self.min_offset()):
@@ -141,6 +163,7 @@ class MappedFileQueue:
         return len(doomed)
 
     def close(self) -> None:
+        self._drop_spares()
         for f in self._files:
             f.close()
         self._files = []

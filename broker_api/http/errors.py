@@ -8,6 +8,7 @@ validation and routing errors the same way.
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -136,6 +137,8 @@ async def _handle_unexpected(request: Request, exc: Exception) -> Response:
 
 
 def _unexpected(exc: Exception) -> Response:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # metadata files on a full disk
+        return _mapped(store.DiskFullError(f"the broker could not write its files: {exc}"))
     # A bug, not a user error: still answer in the documented shape (the
     # exception is logged by the server as well).
     return error_response(500, "internal_error",
