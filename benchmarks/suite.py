@@ -68,6 +68,9 @@ SPECS: tuple[BenchSpec, ...] = (
     BenchSpec("broker", "storm", "benchmarks.bench_storm", ("--duration", "20"),
               ("--duration", "2", "--connections", "100", "--arrow-connections", "4", "--arrow-mb", "2",
                "--settle-s", "1"), 400, 120),
+    # HA (issue 12): replication throughput, slave lag at 100k msg/s, SYNC_MASTER next to ASYNC_MASTER and sync flush.
+    BenchSpec("broker", "ha", "benchmarks.bench_ha", ("--duration", "5"), ("--duration", "1", "--copy-mb", "20"),
+              600, 180),
     BenchSpec("spark", "spark", "benchmarks.bench_spark",
               ("--rows", "1000000", "--sink-rows", "100000", "--latency-s", "10"),
               ("--rows", "50000", "--sink-rows", "5000", "--latency-s", "3"), 1200, 420),
