@@ -69,7 +69,8 @@ class CommitLog:
         with self.write_lock:
             if self.queue.last() is None:
                 self.queue.writable()
-            self.queue.reserve(self._new_segments(batch.sizes))  # DiskFullError before anything is written
+            # DiskFullError before anything is written or any queue offset is taken
+            self.queue.reserve(sum(batch.sizes) + codec.MIN_BLANK, self._new_segments(batch.sizes))
             now = int(time.time() * 1000)
             qoffs = self._assign_queue_offsets(batch)
             phys = [0] * n

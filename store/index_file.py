@@ -114,7 +114,7 @@ class IndexFile:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.ftruncate(fd, file_size(slots, entries))
-            reserve(fd, file_size(slots, entries), path)
+            reserve(fd, file_size(slots, entries), path)  # written anywhere: all of it, at once
             os.pwrite(fd, HEADER.pack(*header), 0)
             os.fsync(fd)
             os.rename(tmp, path)

@@ -1,15 +1,15 @@
 """MappedFile: one fixed-size, memory-mapped segment of a log.
 
 A segment is named by the log offset of its first byte, zero-padded to 20
-digits (``00000000001073741824``).  It is created with ``ftruncate`` (never
-with large ``write()`` calls, which would make later syncs flush whole
-megabytes), its blocks reserved with ``posix_fallocate`` (no data written),
-and mapped once.  Reserving makes a full disk a DiskFullError when a segment
-is created, not a SIGBUS that kills the process when a write into the
-mapping finds no free block.  Three positions move forward through it::
+digits (``00000000001073741824``).  It is created sparse with ``ftruncate``
+(never with large ``write()`` calls, which would make later syncs flush whole
+megabytes) and mapped once.  Blocks are reserved with ``posix_fallocate``
+(no data written) a few MiB ahead of the write position, so a full disk is a
+DiskFullError before a write, never a SIGBUS that kills the process when a
+store into the mapping finds no free block; disk use still grows with data::
 
-    0 ........ flushed ........ wrote ............ size
-               (fdatasync'd)    (appended, in the page cache)
+    0 ........ flushed ........ wrote ...... reserved ...... size
+               (fdatasync'd)    (appended)   (blocks held)
 
 Positions are not stored in the file: recovery finds ``wrote`` by scanning
 records (sizes on disk are never trusted).
@@ -27,12 +27,13 @@ from .errors import DiskFullError
 __all__ = ["MappedFile", "segment_name", "reserve"]
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+_AHEAD = 4 << 20  # blocks reserved past the write position
 
 
-def reserve(fd: int, size: int, path: Path) -> None:
-    """Reserve the blocks of the first ``size`` bytes of ``fd``; DiskFullError when the disk is full."""
+def reserve(fd: int, size: int, path: Path, start: int = 0) -> None:
+    """Reserve the blocks of bytes ``[start, size)`` of ``fd``; DiskFullError when the disk is full."""
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(fd, start, size - start)
     except OSError as exc:
         if exc.errno in _FULL:
             raise DiskFullError(f"no room on disk for {size} bytes of {path}; free disk space "
@@ -57,7 +58,6 @@ class MappedFile:
         try:
             if not existed or os.fstat(self._fd).st_size < size:
                 os.ftruncate(self._fd, size)
-                reserve(self._fd, size, path)
             self._mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self._fd)
@@ -66,6 +66,7 @@ class MappedFile:
             raise
         self.wrote = 0
         self.flushed = 0
+        self.reserved = 0
         self.closed = False
 
     @property
@@ -86,9 +87,20 @@ class MappedFile:
         end = pos + len(data)
         if end > self.size:
             raise ValueError(f"{len(data)} bytes do not fit in segment {self.path.name} at {pos}")
+        if end > self.reserved:
+            self.reserve(end)
         self._mm[pos:end] = data
         self.wrote = end
         return pos
+
+    def reserve(self, end: int) -> None:
+        """Hold disk blocks for bytes up to ``end`` (and a few MiB more); DiskFullError when there are none."""
+        if end <= self.reserved:
+            return
+        start = max(self.reserved, self.wrote - self.wrote % 4096)
+        target = min(self.size, max(end, start + _AHEAD))
+        reserve(self._fd, target, self.path, start)
+        self.reserved = target
 
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at file position ``pos``."""
@@ -106,11 +118,11 @@ class MappedFile:
         """Forget everything past ``pos`` (zeroed so no stale record is ever read)."""
         if pos < self.size:
             # Shrinking drops the tail's blocks and zeroes the partial page;
-            # growing back leaves a hole, reserved again.  Only recovery calls this,
+            # growing back leaves a sparse hole.  Only recovery calls this,
             # before any reader can touch the mapping.
             os.ftruncate(self._fd, pos)
             os.ftruncate(self._fd, self.size)
-            reserve(self._fd, self.size, self.path)
+            self.reserved = 0
         self.wrote = pos
         self.flushed = min(self.flushed, pos)
 

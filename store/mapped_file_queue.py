@@ -89,16 +89,20 @@ class MappedFileQueue:
             self._files = self._files + [new]
         return new
 
-    def reserve(self, count: int) -> None:
-        """Create the next ``count`` segments now (the writer rolls into them later), so a full disk is
-        found before a write starts; raises DiskFullError, keeping those already made."""
+    def reserve(self, nbytes: int, count: int) -> None:
+        """Hold disk blocks for the next ``nbytes`` of the last segment and create the ``count``
+        segments after it (the writer rolls into them later), each with ``nbytes`` held, so a full
+        disk is found before a write starts.  Raises DiskFullError, keeping what was made."""
         last = self.last()
         if last is None:
             return
+        last.reserve(min(last.size, last.wrote + nbytes))
         start = last.end_offset + len(self._spare) * self.segment_size
         while len(self._spare) < count:
             self._spare.append(MappedFile(self.directory / segment_name(start), self.segment_size))
             start += self.segment_size
+        for f in self._spare[:count]:
+            f.reserve(min(f.size, nbytes))
 
     def _drop_spares(self) -> None:
         for f in self._spare:

@@ -7,28 +7,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
 
-_SEGMENT = 1 << 20  # FAST_ENV's commitlog_segment_bytes
-_HEADER = 88
+from tests.garble import garble_body
+
 _CMD = [sys.executable, "-m", "broker_api"]
 _ENV = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
-
-
-def _garble_body(data_dir: Path, msg_id: str) -> int:
-    """Flip a body byte of the record ``msg_id`` names in its segment file; returns its CommitLog offset."""
-    phy = int(msg_id[16:], 16)
-    start = phy - phy % _SEGMENT
-    with open(data_dir / "store" / "commitlog" / f"{start:020d}", "r+b") as f:
-        f.seek(phy - start + _HEADER + 1)
-        old = f.read(1)
-        f.seek(phy - start + _HEADER + 1)
-        f.write(bytes([old[0] ^ 0x55]))
-    return phy
 
 
 def _damaged_broker(fast_broker: Any) -> tuple[Any, int]:
@@ -38,7 +25,7 @@ def _damaged_broker(fast_broker: Any) -> tuple[Any, int]:
         assert c.post("/v1/topics", json={"name": "d", "queues": 1}).status_code == 201
         res = c.post("/v1/topics/d/messages", json={"messages": [{"body": f"m{i}"} for i in range(10)]}).json()
     b.stop()
-    phy = _garble_body(b.data_dir, res["results"][4]["msg_id"])
+    phy = garble_body(b.data_dir, res["results"][4]["msg_id"])
     b.start()
     return b, phy
 
