@@ -122,6 +122,7 @@ def serve(settings: BrokerSettings) -> None:
         log_level=level,
         access_log=False,
         lifespan="on",
+        loop=settings.server.event_loop,
         timeout_graceful_shutdown=5,
     )
     server = _Server(config, settings, app.state.broker)

@@ -140,6 +140,10 @@ class ServerSection(_Section):
         "(printed in the ready line), -1 = none (the main port still answers them ahead of admission)."))
     max_wait_ms: int = Field(default=1000, ge=1, description=(
         "Longest wait (ms) of any request for an admission slot or for the store; past it, 503 broker_busy."))
+    event_loop: Literal["asyncio", "uvloop"] = Field(default="asyncio", description=(
+        "Event loop of the main listener: \"asyncio\" serves every connection in turn under overload; "
+        "\"uvloop\" is faster when the broker keeps up, but past its capacity it was seen to leave whole "
+        "groups of connections unserved for seconds (benchmarks/bench_storm.py)."))
     produce_inflight: int = Field(default=256, ge=1, description=(
         "Produce requests admitted at once; as many more may wait up to produce_wait_ms, the rest get "
         "503 broker_busy with Retry-After before their body is read."))
