@@ -64,6 +64,8 @@ def _next_offset(page: Page, part: QueuePartition, cur: int, fail: bool) -> int:
             )
         log.warning("%s: offsets [%d, %d) are gone, skipping ahead", where, cur, page.min_offset)
         return max(page.min_offset, page.next_offset)
+    if page.status == "CORRUPT_MESSAGE":
+        return _damaged(page, part, cur, fail)
     if fail:
         raise DataLossError(
             f"{where}: planned to read up to offset {part.end} but the broker answered "
@@ -73,6 +75,18 @@ def _next_offset(page: Page, part: QueuePartition, cur: int, fail: bool) -> int:
         )
     log.warning("%s: %s at offset %d, skipping to %d", where, page.status, cur, part.end)
     return part.end
+
+
+def _damaged(page: Page, part: QueuePartition, cur: int, fail: bool) -> int:
+    """A record whose bytes changed on disk (it failed its CRC): fail the query, or skip it with a warning."""
+    what = page.damaged or f"damaged record in topic {part.topic!r} queue {part.queue_id} at queue offset {cur}"
+    if fail:
+        raise DataLossError(
+            f"{part.where}: {what}. The broker cannot serve it; set .option('failOnDataLoss', 'false') "
+            "to skip damaged records with a warning."
+        )
+    log.warning("%s: skipping %s (failOnDataLoss=false)", part.where, what)
+    return page.next_offset
 
 
 def _trim(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
@@ -131,7 +145,7 @@ def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.Rec
             page = _pull(client, opts, part, cur, deadline)
             nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
             if page.table.num_rows:
-                batch = _trim(page_to_batch(page.table), part.end)
+                batch = _trim(page_to_batch(page.table, opts.columns, part.broker), part.end)
                 if batch.num_rows:
                     yield batch
             if nxt <= cur:
