@@ -10,6 +10,7 @@
     sparkmq consume TOPIC [--group G] [--follow]         (cli/consume.py)
     sparkmq groups [GROUP]; sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]   (cli/groups.py)
     sparkmq sql "SELECT ..."                             (cli/sql.py, over the Delta mirror)
+    sparkmq cluster [--namesrv A]                        (cli/cluster.py: roles, slaves, replication lag)
 
 Output rules (stdout for data, stderr for progress and one-line errors) are
 in ``cli/common.py``.
@@ -29,6 +30,7 @@ import typer
 from pydantic import ValidationError
 
 from .bench import bench_command
+from .cluster import cluster_command
 from .common import check_listen_address, fail, note, validation_summary
 from .consume import consume
 from .groups import groups, offsets
@@ -117,6 +119,7 @@ app.command("offsets")(offsets)
 app.command("sql")(sql_command)
 app.command("bench")(bench_command)
 app.command("namesrv")(namesrv_command)
+app.command("cluster")(cluster_command)
 
 
 def main() -> None:
