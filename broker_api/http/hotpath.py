@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from store import StoreError
 
-from ..admission import TICKET_KEY, Ticket
+from ..admission import TICKET_KEY, OverloadedError, Ticket
 from ..errors import BrokerError
 from .errors import response_for
 from .messages import produce, pull
@@ -91,9 +91,9 @@ class HotPathMiddleware:
         counting = _Counting(scope, send, route)
         try:
             ticket: Ticket = await broker.admission.admit(route, _content_length(scope))
-        except BrokerError as exc:
-            scope[_REASON_KEY] = getattr(exc, "reason", None)
-            await response_for(exc)(scope, receive, counting)
+        except OverloadedError as exc:  # the storm path: as cheap as an answer can be
+            broker.metrics.requests_rejected.inc(route=route, reason=exc.reason)
+            await _refuse(send, exc)
             return
         scope[TICKET_KEY] = ticket
         try:
@@ -117,6 +117,14 @@ class HotPathMiddleware:
             scope[_REASON_KEY] = getattr(exc, "reason", None)
             response = response_for(exc)
         await response(scope, receive, send)
+
+
+async def _refuse(send: Send, exc: OverloadedError) -> None:
+    body = orjson.dumps({"error": "broker_busy", "message": exc.message})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"retry-after", str(exc.retry_after_s).encode())]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class ControlCountingMiddleware:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 _REQUEST = (b"POST /v1/topics/storm/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s")
@@ -119,9 +120,12 @@ def test_readiness_recovers_after_the_storm(fast_broker: Any) -> None:
         assert c.get("/v1/broker").json()["admission"]["produce"]["refused"] == out["refused"]
 
 
-def test_a_single_producer_never_gets_503(fast_broker: Any) -> None:
-    # The broker's own fast-failure defaults (the test suite raises them elsewhere).
-    b = fast_broker({"SPARKMQ_FAST_FAILURE__MAX_QUEUE_WAIT_MS": "0", "SPARKMQ_FAST_FAILURE__BUSY_PUT_MS": "1000"})
+@pytest.mark.parametrize("flush_mode", ["async", "sync"])
+def test_a_single_producer_never_gets_503(fast_broker: Any, flush_mode: str) -> None:
+    # The broker's own fast-failure defaults (the test suite raises them elsewhere); with SYNC
+    # flush every put waits for fdatasync, which is not "busy".
+    b = fast_broker({"SPARKMQ_FAST_FAILURE__MAX_QUEUE_WAIT_MS": "0", "SPARKMQ_FAST_FAILURE__BUSY_PUT_MS": "1000",
+                     "SPARKMQ_STORE__FLUSH_MODE": flush_mode})
     import pyarrow as pa
 
     table = pa.table({"body": pa.array([b"y" * 100] * 20_000, pa.binary())})
