@@ -77,7 +77,7 @@ class SingleBroker(Brokers):
     def __init__(self, config: ClientConfig) -> None:
         super().__init__()
         self._config = config
-        self._client = BrokerClient(config, health=self.health)
+        self._client = BrokerClient(config, health=self.health, rounds=config.retries)
 
     def topics(self) -> list[str]:
         return self._client.topics()

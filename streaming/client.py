@@ -75,7 +75,7 @@ class BrokerClient:
         self._config = config
         self._shared = health is not None
         self._health = health if health is not None else BrokerHealth()
-        self._rounds = max(1, min(rounds, len(_BACKOFF_S)))
+        self._rounds = max(1, rounds)
         timeout = httpx.Timeout(config.timeout_s, connect=min(5.0, config.timeout_s))
         self._http = httpx.Client(timeout=timeout)
 
@@ -119,7 +119,7 @@ class BrokerClient:
             if resp is None:  # nobody answered: back off, a bounded number of rounds
                 rounds += 1
                 if rounds < self._rounds:
-                    time.sleep(_BACKOFF_S[rounds - 1])
+                    time.sleep(self._pause(rounds))
                 urls = self._endpoints(write)
             elif resp.status_code in (429, 503) and time.monotonic() < busy_until:
                 # fast failure: nothing was stored; wait as told, up to the request timeout
@@ -127,6 +127,12 @@ class BrokerClient:
             else:
                 return self._check(resp, method, str(resp.request.url))
         raise self._unavailable(method, path, urls, errors, write)
+
+    def _pause(self, rounds: int) -> float:
+        """Seconds between passes: fetchOffset.retryIntervalMs, else a short growing back-off."""
+        if self._config.retry_interval_ms is not None:
+            return self._config.retry_interval_ms / 1000.0
+        return _BACKOFF_S[min(rounds, len(_BACKOFF_S)) - 1]
 
     def _backing_off(self, urls: list[str]) -> list[str]:
         out = []

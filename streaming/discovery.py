@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from .brokers import Brokers
-from .errors import DataLossError, TopicNotFoundError
+from .errors import DataLossError, OptionError, TopicNotFoundError
 from .offsets import (
     QueueKey,
     QueueRange,
@@ -117,16 +117,50 @@ def starting_offsets(
 ) -> dict[QueueKey, int]:
     """Resolve a starting/ending spec into concrete offsets for ``ranges``."""
     group = by_time = None
+    if spec.kind == "timestamp":
+        name = name.replace("Offsets", "Timestamp")
+    elif spec.kind == "timestamps":
+        name += "ByTimestamp"
     if spec.kind == "group":
         assert opts.group is not None
         group = _group_offsets(brokers, opts.group, list(ranges))
-    elif spec.kind == "timestamp":
-        by_time = {
-            key: brokers.client_for(key).offset_at(key_topic(key), key_queue(key),
-                                                   spec.timestamp_ms)
-            for key in sorted(ranges)
-        }
+    elif spec.kind in ("timestamp", "timestamps"):
+        resolve(spec, ranges, name=name, missing=missing)  # checks the JSON names every queue
+        by_time = _offsets_at(brokers, ranges, spec, name)
     return resolve(spec, ranges, name=name, missing=missing, group=group, by_time=by_time)
+
+
+def _timestamp_of(spec: OffsetSpec, key: QueueKey) -> int:
+    if spec.kind == "timestamp":
+        return spec.timestamp_ms
+    if len(key) == 3:
+        return spec.broker_offsets[key_topic(key)][key_broker(key)][key_queue(key)]
+    return spec.offsets[key_topic(key)][key_queue(key)]
+
+
+def _offsets_at(
+    brokers: Brokers, ranges: Mapping[QueueKey, QueueRange], spec: OffsetSpec, name: str
+) -> dict[QueueKey, int]:
+    """Each queue's first offset stored at or after its timestamp (store time).
+
+    None stored there (the broker answers the queue's end): the queue's end
+    with strategy ``latest``, an error with ``error`` (Kafka's default).
+    """
+    out: dict[QueueKey, int] = {}
+    unmatched: list[str] = []
+    for key in sorted(ranges):
+        ts = _timestamp_of(spec, key)
+        off = brokers.client_for(key).offset_at(key_topic(key), key_queue(key), ts)
+        if off >= ranges[key].max_offset:
+            unmatched.append(f"{key_name(key)} (timestamp {ts})")
+        out[key] = off
+    if unmatched and spec.strategy == "error":
+        raise OptionError(
+            f"option '{name}': no message at or after the timestamp in "
+            f"{', '.join(unmatched[:20])}. Set .option('startingOffsetsByTimestampStrategy', "
+            "'latest') to start those queues at their end instead"
+        )
+    return out
 
 
 def check_data_loss(

@@ -13,6 +13,19 @@ JSON grows a broker level (brokers sorted by name)::
 
     {"orders": {"broker-a": {"0": 12, "1": 7}, "broker-b": {"0": 3}}}
 
+**Initial offsets live in the checkpoint.** Spark asks ``initialOffset()``
+again when it restarts a query whose batch 0 is in the offset log but not
+committed, so a start resolved from ``latest``, a group or a timestamp would
+move. ``initialOffset()`` therefore marks its answer, and batch 0's end
+(which Spark writes to ``offsets/0`` before running the batch) carries the
+start it was planned from; a replayed batch 0 starts there::
+
+    initialOffset()        {"$initial": 1, "orders": {"0": 5}}
+    batch 0's end          {"$from": {"orders": {"0": 5}}, "orders": {"0": 9}}
+    later offsets          {"orders": {"0": 12}}
+
+Keys starting with ``$`` are never topic names (topics are ``[%|a-zA-Z0-9_-]``).
+
 Inside the package offsets are flat dicts ``{QueueKey: offset}``; a key is
 ``(topic, queue_id)`` with ``endpoint`` and ``(topic, broker, queue_id)`` with
 ``namesrv`` (one query never mixes the two, so keys always sort).
@@ -20,12 +33,13 @@ Inside the package offsets are flat dicts ``{QueueKey: offset}``; a key is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import OptionError
-from .options import EARLIEST, LATEST, OffsetSpec
+from .offset_options import EARLIEST, LATEST, OffsetSpec
 
 __all__ = [
     "QueueKey",
@@ -37,14 +51,22 @@ __all__ = [
     "RangePlan",
     "to_json",
     "from_json",
+    "INITIAL",
+    "FROM",
+    "initial_json",
+    "batch_start",
     "resolve",
-    "spread",
+    "prorate",
+    "split_plans",
     "plan_end",
     "plan_ranges",
     "lost_offsets",
 ]
 
 QueueKey = tuple[str, int] | tuple[str, str, int]
+
+INITIAL = "$initial"
+FROM = "$from"
 
 
 def key_topic(key: QueueKey) -> str:
@@ -103,6 +125,8 @@ def from_json(offsets: Mapping[str, Mapping[str, Any]] | None) -> dict[QueueKey,
     """The JSON form (as Spark hands it back), either shape → flat offsets."""
     flat: dict[QueueKey, int] = {}
     for topic, level in (offsets or {}).items():
+        if topic.startswith("$"):
+            continue
         for name, value in level.items():
             if isinstance(value, Mapping):
                 for qid, off in value.items():
@@ -110,6 +134,17 @@ def from_json(offsets: Mapping[str, Mapping[str, Any]] | None) -> dict[QueueKey,
             else:
                 flat[(topic, int(name))] = int(value)
     return flat
+
+
+def initial_json(flat: Mapping[QueueKey, int]) -> dict[str, Any]:
+    """What ``initialOffset()`` answers: the start, marked as not yet planned."""
+    return {INITIAL: 1, **to_json(flat)}
+
+
+def batch_start(start: Mapping[str, Any], end: Mapping[str, Any]) -> dict[QueueKey, int]:
+    """Where the batch (start, end] begins: batch 0's end names it, else ``start``."""
+    origin = end.get(FROM)
+    return from_json(origin if isinstance(origin, Mapping) else start)
 
 
 def _from_spec_json(
@@ -129,6 +164,13 @@ def _from_spec_json(
             where = f" on broker {key_broker(key)!r}" if key_broker(key) else ""
             raise OptionError(f"option '{name}' names queue {key_queue(key)} of topic "
                               f"{key_topic(key)!r}{where}, which does not exist")
+    missing = sorted(set(ranges) - set(wanted))
+    if missing:
+        raise OptionError(
+            f"option '{name}' must name every queue of the subscribed topics (as Kafka's "
+            f"source requires); missing: {', '.join(key_name(k) for k in missing[:20])}"
+            f"{' ...' if len(missing) > 20 else ''}. Use -2 for earliest, -1 for latest"
+        )
     return wanted
 
 
@@ -147,11 +189,11 @@ def resolve(
     group does not mention.
     """
     wanted: dict[QueueKey, int] = {}
-    if spec.kind == "json":
+    if spec.kind in ("json", "timestamps"):
         wanted = _from_spec_json(spec, ranges, name)
     elif spec.kind == "group":
         wanted = dict(group or {})
-    elif spec.kind == "timestamp":
+    if spec.kind in ("timestamp", "timestamps"):
         wanted = dict(by_time or {})
     out: dict[QueueKey, int] = {}
     for key, rng in ranges.items():
@@ -169,32 +211,25 @@ def resolve(
     return out
 
 
-def spread(available: Mapping[QueueKey, int], budget: int) -> dict[QueueKey, int]:
-    """Share ``budget`` offsets across queues, max-min fair.
+def prorate(available: Mapping[QueueKey, int], budget: int) -> dict[QueueKey, int]:
+    """Share ``budget`` offsets across queues in proportion to each one's backlog.
 
-    Every queue gets an equal share capped by what it has; what a short queue
-    leaves is shared among the others. A budget smaller than the number of
-    queues goes to the queues with the largest backlog (ties: key order), so
-    successive micro-batches rotate through them. Deterministic.
+    As Spark's Kafka source: a queue's share is ``budget * backlog / total``,
+    rounded down, except that a share below one is rounded up so no queue
+    with a backlog starves (the total may then pass ``budget`` by a little).
+    Capped at the backlog. Deterministic.
     """
-    alloc = {k: 0 for k in available}
-    left = sorted(k for k, n in available.items() if n > 0)
-    while left and budget > 0:
-        share = budget // len(left)
-        if share == 0:
-            by_backlog = sorted(left, key=lambda k: (-(available[k] - alloc[k]), k))
-            for key in by_backlog[:budget]:
-                alloc[key] += 1
-            break
-        still: list[QueueKey] = []
-        for key in left:
-            take = min(share, available[key] - alloc[key])
-            alloc[key] += take
-            budget -= take
-            if alloc[key] < available[key]:
-                still.append(key)
-        left = still
-    return alloc
+    total = sum(n for n in available.values() if n > 0)
+    if total <= budget:
+        return {k: max(0, n) for k, n in available.items()}
+    out: dict[QueueKey, int] = {}
+    for key, n in available.items():
+        if n <= 0:
+            out[key] = 0
+            continue
+        share = budget * n / total
+        out[key] = min(n, math.ceil(share) if share < 1 else math.floor(share))
+    return out
 
 
 def plan_end(
@@ -223,7 +258,7 @@ def plan_end(
         if target is not None:
             hi = min(hi, target.get(key, s))
         available[key] = max(0, hi - begin[key])
-    take = available if max_rows is None else spread(available, max_rows)
+    take = available if max_rows is None else prorate(available, max_rows)
     for key in ranges:
         end[key] = begin[key] + take[key]
     return end
@@ -238,6 +273,39 @@ def plan_ranges(start: Mapping[QueueKey, int], end: Mapping[QueueKey, int]) -> l
         e = end[key]
         if e > s:
             plans.append(RangePlan(key_topic(key), key_queue(key), s, e, new, key_broker(key)))
+    return plans
+
+
+def _divide(plan: RangePlan, parts: int) -> list[RangePlan]:
+    """``plan`` cut into ``parts`` consecutive ranges of near-equal size (none empty)."""
+    out: list[RangePlan] = []
+    size, start = plan.end - plan.start, plan.start
+    for i in range(max(1, parts)):
+        end = start + (size - (start - plan.start)) // (parts - i) if parts > 1 else plan.end
+        if end > start:
+            out.append(RangePlan(plan.topic, plan.queue_id, start, end,
+                                 plan.new_queue and start == plan.start, plan.broker))
+        start = end
+    return out
+
+
+def split_plans(
+    plans: list[RangePlan], min_partitions: int | None, max_records: int | None
+) -> list[RangePlan]:
+    """Cut big ranges so one queue is read by several Spark tasks (Kafka's options).
+
+    ``maxRecordsPerPartition`` cuts every range into pieces of at most that
+    many offsets; then, when fewer than ``minPartitions`` ranges remain, each
+    range gets about ``minPartitions * size / total`` pieces (at least one).
+    """
+    if max_records:
+        plans = [p for plan in plans
+                 for p in _divide(plan, -(-(plan.end - plan.start) // max_records))]
+    if min_partitions and 0 < len(plans) < min_partitions:
+        total = sum(p.end - p.start for p in plans)
+        plans = [p for plan in plans
+                 for p in _divide(plan, max(1, round((plan.end - plan.start) / total
+                                                     * min_partitions)))]
     return plans
 
 

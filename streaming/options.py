@@ -2,26 +2,50 @@
 
 Spark hands a data source its options as a case-insensitive mapping of
 strings; everything is validated here, once, on the driver, and turned into
-small frozen dataclasses that pickle to the executors.
+small frozen dataclasses that pickle to the executors. Unknown option names
+fail (see :mod:`optvalues`); positions are parsed in :mod:`offset_options`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from .errors import OptionError
+from .offset_options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    is_broker_shape,
+    parse_broker_offsets_json,
+    parse_ending,
+    parse_offsets_json,
+    parse_starting,
+)
+from .optvalues import (
+    READER_OPTIONS,
+    WRITER_OPTIONS,
+    boolean,
+    check_known,
+    duration_ms,
+    get,
+    non_negative_int,
+    positive_int,
+)
 
 __all__ = [
     "ClientConfig",
     "Subscription",
     "OffsetSpec",
+    "Columns",
     "ReaderOptions",
     "WriterOptions",
     "parse_client",
+    "parse_columns",
     "parse_reader",
     "parse_writer",
     "parse_offsets_json",
@@ -31,10 +55,9 @@ __all__ = [
     "LATEST",
 ]
 
-EARLIEST = -2
-LATEST = -1
+log = logging.getLogger("sparkmq.streaming")
 
-SpecKind = Literal["earliest", "latest", "group", "json", "timestamp"]
+_get, _positive_int, _non_negative_int, _bool = get, positive_int, non_negative_int, boolean
 
 
 @dataclass(frozen=True)
@@ -50,6 +73,8 @@ class ClientConfig:
     timeout_s: float = 30.0
     namesrv: tuple[str, ...] = ()
     broker: str = ""
+    retries: int = 3  # fetchOffset.numRetries: passes over the addresses (driver look-ups)
+    retry_interval_ms: int | None = None  # fetchOffset.retryIntervalMs (None: 0.1, 0.3, 1 s)
 
     @property
     def routed(self) -> bool:
@@ -68,18 +93,17 @@ class Subscription:
 
     def matches(self, topic: str) -> bool:
         if self.kind == "pattern":
-            return re.fullmatch(self.pattern, topic) is not None
+            return re.search(self.pattern, topic) is not None  # Kafka's findFirstIn
         return topic in self.topics
 
 
 @dataclass(frozen=True)
-class OffsetSpec:
-    """A starting or ending position: a keyword, JSON offsets or a timestamp."""
+class Columns:
+    """Which columns the source yields (see :mod:`schema`)."""
 
-    kind: SpecKind
-    offsets: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
-    timestamp_ms: int = 0
-    broker_offsets: Mapping[str, Mapping[str, Mapping[int, int]]] = field(default_factory=dict)
+    headers: bool = False  # includeHeaders
+    sparkmq: bool = False  # includeSparkmqColumns
+    broker: bool = False  # a 'broker' column: with namesrv, or with the sparkmq columns
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,11 @@ class ReaderOptions:
     page_size: int
     broker_down_timeout_ms: int = 600_000
     skip_unavailable_brokers: bool = False
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    columns: Columns = Columns()
 
 
 @dataclass(frozen=True)
@@ -108,49 +137,6 @@ class WriterOptions:
     sink_id: str | None
     chunk_rows: int
     send_retries: int = 2
-
-
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name.lower())
-    if value is None:
-        value = options.get(name)
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}")
-    return value
-
-
-def _non_negative_int(options: Mapping[str, str], name: str, default: int) -> int:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    if not raw.isdigit():
-        raise OptionError(f"option '{name}' must be an integer >= 0, got {raw!r}")
-    return int(raw)
-
-
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    if raw.lower() in ("true", "1", "yes"):
-        return True
-    if raw.lower() in ("false", "0", "no"):
-        return False
-    raise OptionError(f"option '{name}' must be true or false, got {raw!r}")
 
 
 def _parse_namesrv(raw: str) -> tuple[str, ...]:
@@ -174,16 +160,25 @@ def _parse_namesrv(raw: str) -> tuple[str, ...]:
 
 def parse_client(options: Mapping[str, str]) -> ClientConfig:
     """Read ``endpoint`` (a broker's master URL, then its slaves', comma separated) or
-    ``namesrv``, and ``requestTimeoutMs``."""
+    ``namesrv``, ``requestTimeoutMs`` (alias ``kafkaConsumer.pollTimeoutMs``) and
+    ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``."""
     raw = _get(options, "endpoint")
     namesrv = _get(options, "namesrv")
-    timeout_ms = _positive_int(options, "requestTimeoutMs", 30_000)
+    timeout_ms = _positive_int(options, "requestTimeoutMs", None)
+    if timeout_ms is None:
+        timeout_ms = _positive_int(options, "kafkaConsumer.pollTimeoutMs", 30_000)
     assert timeout_ms is not None
+    retries = _positive_int(options, "fetchOffset.numRetries", 3)
+    assert retries is not None
+    interval = None
+    if _get(options, "fetchOffset.retryIntervalMs") is not None:
+        interval = _non_negative_int(options, "fetchOffset.retryIntervalMs", 0)
     if raw is not None and namesrv is not None:
         raise OptionError("set either option 'endpoint' (one broker) or 'namesrv' "
                           "(a cluster found through NameServers), not both")
     if namesrv is not None:
-        return ClientConfig((), timeout_ms / 1000.0, _parse_namesrv(namesrv))
+        return ClientConfig((), timeout_ms / 1000.0, _parse_namesrv(namesrv), retries=retries,
+                            retry_interval_ms=interval)
     if raw is None:
         raise OptionError(
             "option 'endpoint' is required: the broker URL(s), comma separated, "
@@ -196,7 +191,8 @@ def parse_client(options: Mapping[str, str]) -> ClientConfig:
             raise OptionError(
                 f"option 'endpoint': {url!r} is not a broker URL like http://host:port"
             )
-    return ClientConfig(endpoints=endpoints, timeout_s=timeout_ms / 1000.0)
+    return ClientConfig(endpoints=endpoints, timeout_s=timeout_ms / 1000.0, retries=retries,
+                        retry_interval_ms=interval)
 
 
 def _parse_subscription(options: Mapping[str, str]) -> Subscription:
@@ -238,124 +234,55 @@ def _parse_assign(raw: str) -> Subscription:
     return Subscription("assign", topics=tuple(assigned), assigned=assigned)
 
 
-_OFFSETS_EXAMPLE = ("""e.g. {"orders":{"0":23,"1":-2}}, or with 'namesrv' """
-                    """{"orders":{"broker-a":{"0":23},"broker-b":{"0":-2}}} """
-                    "(-2 = earliest, -1 = latest)")
-
-
-def _load_offsets(raw: str, name: str) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise OptionError(f"option '{name}' is not valid JSON ({exc}); {_OFFSETS_EXAMPLE}") from exc
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise OptionError(f"option '{name}' must map topics to {{queue id: offset}}; "
-                          f"{_OFFSETS_EXAMPLE}")
-    return data
-
-
-def _queue_offsets(queues: Mapping[str, Any], where: str, name: str) -> dict[int, int]:
-    parsed: dict[int, int] = {}
-    for qid, off in queues.items():
-        if not str(qid).isdigit():
-            raise OptionError(f"option '{name}': queue id {qid!r} of {where} "
-                              f"is not a non-negative integer; {_OFFSETS_EXAMPLE}")
-        if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
-            raise OptionError(f"option '{name}': offset {off!r} for {where}/{qid} must be "
-                              f"an integer >= -2; {_OFFSETS_EXAMPLE}")
-        parsed[int(qid)] = off
-    return parsed
-
-
-def is_broker_shape(data: Mapping[str, Any]) -> bool:
-    """True for ``{"orders": {"broker-a": {"0": 12}}}`` (a broker level under each topic)."""
-    return any(isinstance(v, dict) for qs in data.values() for v in qs.values())
-
-
-def parse_offsets_json(raw: str, name: str) -> dict[str, dict[int, int]]:
-    """``{"orders":{"0":23,"1":-2}}`` → ``{"orders": {0: 23, 1: -2}}`` (-2 earliest, -1 latest)."""
-    data = _load_offsets(raw, name)
-    if is_broker_shape(data):
-        raise OptionError(f"option '{name}' has a broker level, which needs option 'namesrv'; "
-                          f"{_OFFSETS_EXAMPLE}")
-    return {topic: _queue_offsets(qs, f"topic {topic!r}", name) for topic, qs in data.items()}
-
-
-def parse_broker_offsets_json(raw: str, name: str) -> dict[str, dict[str, dict[int, int]]]:
-    """``{"orders":{"broker-a":{"0":12}}}`` → ``{"orders": {"broker-a": {0: 12}}}``."""
-    data = _load_offsets(raw, name)
-    out: dict[str, dict[str, dict[int, int]]] = {}
-    for topic, brokers in data.items():
-        if not all(isinstance(v, dict) for v in brokers.values()):
-            raise OptionError(f"option '{name}': with 'namesrv', topic {topic!r} must map "
-                              f"broker names to {{queue id: offset}}; {_OFFSETS_EXAMPLE}")
-        out[topic] = {b: _queue_offsets(qs, f"{topic}/{b}", name) for b, qs in brokers.items()}
-    return out
-
-
-def _parse_spec(options: Mapping[str, str], name: str, default: str) -> OffsetSpec:
-    raw = _get(options, name) or default
-    low = raw.lower()
-    if low in ("earliest", "latest", "group"):
-        return OffsetSpec(low)  # type: ignore[arg-type]
-    if raw.startswith("{"):
-        if _get(options, "namesrv") is not None:
-            return OffsetSpec("json", broker_offsets=parse_broker_offsets_json(raw, name))
-        return OffsetSpec("json", offsets=parse_offsets_json(raw, name))
-    raise OptionError(
-        f"option '{name}' must be 'earliest', 'latest', 'group' or JSON offsets, got {raw!r}"
-    )
-
-
-def _parse_starting(options: Mapping[str, str], batch: bool) -> OffsetSpec:
-    ts = _get(options, "startingTimestamp")
-    if ts is not None:
-        if not ts.isdigit():
-            raise OptionError(f"option 'startingTimestamp' must be epoch milliseconds, got {ts!r}")
-        return OffsetSpec("timestamp", timestamp_ms=int(ts))
-    spec = _parse_spec(options, "startingOffsets", "earliest" if batch else "latest")
-    if batch and spec.kind == "latest":
-        raise OptionError("startingOffsets='latest' is not allowed in a batch read")
-    return spec
-
-
-def _parse_ending(options: Mapping[str, str], batch: bool) -> OffsetSpec:
-    if not batch:
-        if _get(options, "endingOffsets") is not None:
-            raise OptionError("option 'endingOffsets' is for batch reads (spark.read) only")
-        return OffsetSpec("latest")
-    spec = _parse_spec(options, "endingOffsets", "latest")
-    if spec.kind in ("earliest", "group"):
-        raise OptionError(f"endingOffsets='{spec.kind}' is not allowed; use 'latest' or JSON")
-    flat = [o for q in spec.offsets.values() for o in q.values()]
-    flat += [o for bs in spec.broker_offsets.values() for q in bs.values() for o in q.values()]
-    if EARLIEST in flat:
-        raise OptionError("endingOffsets may not use -2 (earliest); use an offset or -1 (latest)")
-    return spec
-
-
 def parse_reader(options: Mapping[str, str], *, batch: bool) -> ReaderOptions:
     """Validate reader options; ``batch`` selects spark.read defaults and rules."""
-    starting = _parse_starting(options, batch)
+    check_known(options, READER_OPTIONS, "reader")
+    starting = parse_starting(options, batch)
     group = _get(options, "group")
     if starting.kind == "group" and group is None:
         raise OptionError("startingOffsets='group' needs the option 'group' (a consumer group)")
-    max_per_trigger = _positive_int(options, "maxOffsetsPerTrigger", None)
     page_size = _positive_int(options, "pageSize", 10_000)
     assert page_size is not None
+    client = parse_client(options)
+    limits = _trigger_limits(options, batch)
     return ReaderOptions(
-        client=parse_client(options),
+        client=client,
         subscription=_parse_subscription(options),
         starting=starting,
-        ending=_parse_ending(options, batch),
-        max_offsets_per_trigger=max_per_trigger,
+        ending=parse_ending(options, batch),
+        max_offsets_per_trigger=limits[0],
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         group=group,
         tags=_get(options, "tags"),
         page_size=page_size,
         broker_down_timeout_ms=_non_negative_int(options, "brokerDownTimeoutMs", 600_000),
         skip_unavailable_brokers=_skip_unavailable(options, batch),
+        min_offsets_per_trigger=limits[1],
+        max_trigger_delay_ms=duration_ms(options, "maxTriggerDelay", 15 * 60_000),
+        min_partitions=_positive_int(options, "minPartitions", None),
+        max_records_per_partition=_positive_int(options, "maxRecordsPerPartition", None),
+        columns=parse_columns(options),
     )
+
+
+def parse_columns(options: Mapping[str, str]) -> Columns:
+    """``includeHeaders``, ``includeSparkmqColumns`` and ``namesrv`` decide the columns."""
+    sparkmq = _bool(options, "includeSparkmqColumns", False)
+    return Columns(headers=_bool(options, "includeHeaders", False), sparkmq=sparkmq,
+                   broker=sparkmq or _get(options, "namesrv") is not None)
+
+
+def _trigger_limits(options: Mapping[str, str], batch: bool) -> tuple[int | None, int | None]:
+    """(maxOffsetsPerTrigger, minOffsetsPerTrigger); a batch read ignores them, warning."""
+    most = _positive_int(options, "maxOffsetsPerTrigger", None)
+    least = _positive_int(options, "minOffsetsPerTrigger", None)
+    if most is not None and least is not None and least > most:
+        raise OptionError(f"minOffsetsPerTrigger ({least}) must not exceed "
+                          f"maxOffsetsPerTrigger ({most})")
+    if batch and (most is not None or least is not None):
+        log.warning("maxOffsetsPerTrigger/minOffsetsPerTrigger are ignored by a batch read")
+        return None, None
+    return most, least
 
 
 def _skip_unavailable(options: Mapping[str, str], batch: bool) -> bool:
@@ -368,6 +295,7 @@ def _skip_unavailable(options: Mapping[str, str], batch: bool) -> bool:
 
 def parse_writer(options: Mapping[str, str]) -> WriterOptions:
     """Validate writer options (``topic``, ``sinkId``, ``chunkRows``, ``sendRetries``)."""
+    check_known(options, WRITER_OPTIONS, "writer")
     chunk_rows = _positive_int(options, "chunkRows", 10_000)
     assert chunk_rows is not None
     return WriterOptions(

@@ -145,7 +145,7 @@ def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.Rec
             page = _pull(client, opts, part, cur, deadline)
             nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
             if page.table.num_rows:
-                batch = _trim(page_to_batch(page.table), part.end)
+                batch = _trim(page_to_batch(page.table, opts.columns, part.broker), part.end)
                 if batch.num_rows:
                     yield batch
             if nxt <= cur:

@@ -2,10 +2,13 @@
 
 Driver side, per micro-batch::
 
-    initialOffset()                  -> {"orders": {"0": 0, "1": 0, ...}}
+    initialOffset()                  -> {"$initial": 1, "orders": {"0": 0, "1": 0, ...}}
+                                        (resolved once per reader; batch 0's end
+                                        carries it into the checkpoint, see offsets)
     latestOffset(start, limit)       -> end: queue windows, down brokers, data-loss
-                                        check, AvailableNow target, maxOffsetsPerTrigger
+                                        check, AvailableNow target, min/maxOffsetsPerTrigger
     partitions(start, end)           -> one QueuePartition per queue with end > start
+                                        (cut further by minPartitions/maxRecordsPerPartition)
     commit(end)                      -> group offsets to the broker (option 'group')
 
 With ``namesrv`` a queue is (topic, broker, queue): the driver asks the
@@ -50,13 +53,18 @@ from .errors import (
     TopicNotFoundError,
 )
 from .offsets import (
+    FROM,
+    INITIAL,
     QueueKey,
     QueueRange,
     RangePlan,
+    batch_start,
     from_json,
+    initial_json,
     key_broker,
     plan_end,
     plan_ranges,
+    split_plans,
     to_json,
 )
 from .options import LATEST, ReaderOptions
@@ -150,8 +158,13 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         self._latest: dict[QueueKey, int] | None = None
         self._outages = BrokerOutages(opts.broker_down_timeout_ms, opts.fail_on_data_loss)
         self._reported: dict | None = None
+        self._initial: dict | None = None
+        self._last_trigger = time.monotonic()
 
     def initialOffset(self) -> dict:
+        """The resolved start, the same for every call on this reader (see offsets)."""
+        if self._initial is not None:
+            return self._initial
         ranges = self._discover({}, strict=True, tolerate=False)
         for broker, exc in sorted(self.client.unavailable.items()):
             log.warning("broker %r does not answer at query start (%s); its queues join the "
@@ -160,7 +173,8 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
             self.client, self._opts, ranges, self._opts.starting, name="startingOffsets"
         )
         check_data_loss(start, ranges, fail=self._opts.fail_on_data_loss)
-        return to_json(start)
+        self._initial = initial_json(start)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         n = self._opts.max_offsets_per_trigger
@@ -182,7 +196,29 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = plan_end(begin, ranges, target=self._target, max_rows=max_rows)
         self._latest = {key: rng.max_offset for key, rng in ranges.items()}
+        if self._delay(begin, end, limit):
+            return start
+        if start.get(INITIAL):
+            return {FROM: to_json(begin), **to_json(end)}  # batch 0 keeps its start
+        if FROM in start and end == begin:
+            return start  # nothing new after batch 0: the same string, no empty batch
         return to_json(end)
+
+    def _delay(self, begin: dict[QueueKey, int], end: dict[QueueKey, int],
+               limit: ReadLimit) -> bool:
+        """minOffsetsPerTrigger: wait for that many new offsets, at most maxTriggerDelay."""
+        least = self._opts.min_offsets_per_trigger
+        if least is None or isinstance(limit, ReadAllAvailable) or self._target is not None:
+            return False
+        now = time.monotonic()
+        waited_ms = (now - self._last_trigger) * 1000
+        new = sum(end[k] - begin.get(k, 0) for k in end)
+        if new < least and waited_ms < self._opts.max_trigger_delay_ms:
+            log.debug("%d new offsets < minOffsetsPerTrigger=%d; waiting (%.0f ms of %d)",
+                      new, least, waited_ms, self._opts.max_trigger_delay_ms)
+            return True
+        self._last_trigger = now
+        return False
 
     def _discover(
         self, begin: dict[QueueKey, int], *, strict: bool, tolerate: bool
@@ -212,7 +248,8 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         return to_json(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        plans = plan_ranges(from_json(start), from_json(end))
+        plans = plan_ranges(batch_start(start, end), from_json(end))
+        plans = split_plans(plans, self._opts.min_partitions, self._opts.max_records_per_partition)
         parts = [self._partition(p, self._opts.fail_on_data_loss) for p in plans]
         return [p for p in parts if p is not None]
 
@@ -268,17 +305,16 @@ class SparkMQBatchReader(_ClientHolder, DataSourceReader):
             end = starting_offsets(self.client, opts, ranges, opts.ending,
                                    name="endingOffsets", missing=LATEST)
             check_data_loss(start, ranges, fail=opts.fail_on_data_loss)
-            parts: list[InputPartition] = []
+            plans: list[RangePlan] = []
             for key in sorted(ranges):
                 rng = ranges[key]
                 s = max(start[key], rng.min_offset)
                 e = min(end[key], rng.max_offset)
                 if e > s:
-                    plan = plan_ranges({key: s}, {key: e})[0]
-                    part = self._partition(plan, opts.fail_on_data_loss)
-                    if part is not None:
-                        parts.append(part)
-            return parts
+                    plans.append(plan_ranges({key: s}, {key: e})[0])
+            plans = split_plans(plans, opts.min_partitions, opts.max_records_per_partition)
+            parts = [self._partition(p, opts.fail_on_data_loss) for p in plans]
+            return [p for p in parts if p is not None]
         finally:
             self.client.close()
             self._client = None

@@ -1,149 +1,195 @@
-"""The source's Spark schema and the Arrow conversions around it.
+"""The source's Spark schema (Kafka's columns) and the Arrow conversions around it.
 
 Broker page (``Accept: application/vnd.apache.arrow.stream``) -> Spark rows::
 
-    broker column                       Spark column     Arrow type Spark expects
-    ---------------------------------   --------------   ------------------------------
-    topic            string             topic            string
-    queue_id         int32              queue_id         int32
-    offset           int64              offset           int64
-    msg_id           string             msg_id           string
-    keys[0]          (derived)          key              string (null when no key)
-    keys             list<string>       keys             list<element: string>
-    tags             string             tags             string
-    properties       map<string,string> properties       map<key: string not null, value: string>
-    body             binary             value            binary
-    store_timestamp  timestamp[ms,UTC]  timestamp        timestamp[us, tz=UTC]
-    born_timestamp   timestamp[ms,UTC]  born_timestamp   timestamp[us, tz=UTC]
+    broker column                 Spark column      type                      when
+    ---------------------------   ---------------   -----------------------   ----------------
+    keys[0]                       key               binary (null: no key)     always
+    body                          value             binary                    always
+    topic                         topic             string                    always
+    queue_id                      partition         int                       always
+    offset                        offset            bigint                    always
+    born_timestamp                timestamp         timestamp (CreateTime)    always
+    (constant 0 = CreateTime)     timestampType     int                       always
+    properties + tags + keys      headers           array<struct<key:string,  includeHeaders
+                                                      value:binary>>
+    queue_id                      queue_id          int                       includeSparkmqColumns
+    msg_id                        msg_id            string                      "
+    tags                          tags              string                      "
+    keys                          keys              array<string>               "
+    store_timestamp               store_timestamp   timestamp                   "
+    (the partition's broker)      broker            string                    namesrv, or
+                                                                              includeSparkmqColumns
+
+``headers`` holds the message's properties in stored order, then ``TAGS``
+and ``KEYS`` (space separated) as RocketMQ names them; a message with none
+has ``headers = null``, as Kafka's records without headers do. With
+``namesrv`` queue ids repeat across brokers, so ``(topic, partition,
+offset, broker)`` names a message.
 
 Spark checks a ``RecordBatch`` yielded by ``read()`` against
-``to_arrow_schema(schema, timezone="UTC")``; :data:`ARROW_SCHEMA` is exactly
+``to_arrow_schema(schema, timezone="UTC")``; :func:`arrow_schema` is exactly
 that, so batches are built with it and pass unconverted.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["SCHEMA_DDL", "ARROW_SCHEMA", "spark_schema", "page_to_batch", "empty_batch"]
+from .options import Columns
 
-SCHEMA_DDL = (
-    "topic string, queue_id int, offset bigint, msg_id string, key string, "
-    "keys array<string>, tags string, properties map<string,string>, value binary, "
-    "timestamp timestamp, born_timestamp timestamp"
-)
+__all__ = [
+    "SCHEMA_DDL", "ARROW_SCHEMA", "KAFKA_COLUMNS", "SPARKMQ_COLUMNS", "column_names", "arrow_schema", "spark_schema",
+    "page_to_batch", "empty_batch", "headers_array",
+]
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+SPARKMQ_COLUMNS = ("queue_id", "msg_id", "tags", "keys", "store_timestamp")
 
 _TS = pa.timestamp("us", tz="UTC")
 _KEYS = pa.list_(pa.field("element", pa.string()))
-_PROPS = pa.map_(pa.string(), pa.string())
+_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+_HEADERS = pa.list_(pa.field("element", _HEADER))
 
-ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("topic", pa.string()),
-        pa.field("queue_id", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("msg_id", pa.string()),
-        pa.field("key", pa.string()),
-        pa.field("keys", _KEYS),
-        pa.field("tags", pa.string()),
-        pa.field("properties", _PROPS),
-        pa.field("value", pa.binary()),
-        pa.field("timestamp", _TS),
-        pa.field("born_timestamp", _TS),
-    ]
-)
+_ARROW = {
+    "key": pa.binary(), "value": pa.binary(), "topic": pa.string(), "partition": pa.int32(),
+    "offset": pa.int64(), "timestamp": _TS, "timestampType": pa.int32(), "headers": _HEADERS,
+    "queue_id": pa.int32(), "msg_id": pa.string(), "tags": pa.string(), "keys": _KEYS,
+    "store_timestamp": _TS, "broker": pa.string(),
+}
 
 
-def spark_schema() -> "object":
+SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset bigint, "
+              "timestamp timestamp, timestampType int")
+
+
+def column_names(cols: Columns = Columns()) -> tuple[str, ...]:
+    """The source's columns, in order, for these options."""
+    names = KAFKA_COLUMNS + (("headers",) if cols.headers else ())
+    if cols.sparkmq:
+        names += SPARKMQ_COLUMNS
+    return names + (("broker",) if cols.broker else ())
+
+
+def arrow_schema(cols: Columns = Columns()) -> pa.Schema:
+    return pa.schema([pa.field(n, _ARROW[n]) for n in column_names(cols)])
+
+
+ARROW_SCHEMA = pa.schema([pa.field(n, _ARROW[n]) for n in KAFKA_COLUMNS])
+
+
+def spark_schema(cols: Columns = Columns()) -> Any:
     """The source schema as a pyspark ``StructType`` (needs no SparkSession)."""
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
         IntegerType,
         LongType,
-        MapType,
         StringType,
         StructField,
         StructType,
         TimestampType,
     )
 
-    s = StringType()
-    return StructType(
-        [
-            StructField("topic", s),
-            StructField("queue_id", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("msg_id", s),
-            StructField("key", s),
-            StructField("keys", ArrayType(s)),
-            StructField("tags", s),
-            StructField("properties", MapType(s, s)),
-            StructField("value", BinaryType()),
-            StructField("timestamp", TimestampType()),
-            StructField("born_timestamp", TimestampType()),
-        ]
-    )
+    s, b, i = StringType(), BinaryType(), IntegerType()
+    header = StructType([StructField("key", s), StructField("value", b)])
+    types = {
+        "key": b, "value": b, "topic": s, "partition": i, "offset": LongType(),
+        "timestamp": TimestampType(), "timestampType": i, "headers": ArrayType(header),
+        "queue_id": i, "msg_id": s, "tags": s, "keys": ArrayType(s),
+        "store_timestamp": TimestampType(), "broker": s,
+    }
+    return StructType([StructField(n, types[n]) for n in column_names(cols)])
 
 
-def empty_batch() -> pa.RecordBatch:
-    """A zero-row batch with :data:`ARROW_SCHEMA`."""
-    return pa.RecordBatch.from_arrays(
-        [pa.array([], type=f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
-    )
+def empty_batch(cols: Columns = Columns()) -> pa.RecordBatch:
+    """A zero-row batch with :func:`arrow_schema`."""
+    schema = arrow_schema(cols)
+    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
 def _first_key(keys: pa.Array) -> pa.Array:
-    """keys[i][0] for each row, null where the list is null or empty."""
+    """keys[i][0] as binary for each row, null where the list is null or empty."""
     lengths = pc.fill_null(pc.list_value_length(keys), 0).to_numpy(zero_copy_only=False)
+    if not lengths.any():
+        return pa.nulls(len(keys), pa.binary())
     starts = keys.offsets.to_numpy()[:-1]
     empty = lengths == 0
     idx = pa.array(np.where(empty, 0, starts), mask=empty, type=pa.int64())
-    values = keys.values
-    if len(values) == 0:
-        return pa.nulls(len(keys), pa.string())
-    return pc.take(values, idx).cast(pa.string())
+    return pc.take(keys.values, idx).cast(pa.binary())
 
 
-def _as(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+def _as(arr: Any, typ: pa.DataType) -> pa.Array:
     return arr if arr.type == typ else arr.cast(typ)
 
 
-def _properties(arr: pa.Array) -> pa.Array:
-    if arr.type == _PROPS:
-        return arr
-    if isinstance(arr, pa.MapArray):
-        return pa.MapArray.from_arrays(
-            arr.offsets, _as(arr.keys, pa.string()), _as(arr.items, pa.string()),
-            mask=arr.is_null() if arr.null_count else None,
-        )
-    return arr.cast(_PROPS)
+def _column(page: pa.RecordBatch | pa.Table, name: str) -> pa.Array:
+    if isinstance(page, pa.Table):
+        return page.column(name).combine_chunks()
+    return page.column(name)
 
 
-def _column(batch: pa.RecordBatch, name: str) -> pa.Array:
-    if isinstance(batch, pa.Table):
-        return batch.column(name).combine_chunks()
-    return batch.column(name)
+def headers_array(props: pa.MapArray, tags: pa.Array, keys: pa.Array) -> pa.Array:
+    """Kafka-style headers per row: properties, then TAGS and KEYS; null when none."""
+    n = len(props)
+    poff = props.offsets.to_numpy()
+    plen = np.where(props.is_valid().to_numpy(zero_copy_only=False), np.diff(poff), 0)
+    has_tags = tags.is_valid().to_numpy(zero_copy_only=False)
+    klen = pc.fill_null(pc.list_value_length(keys), 0).to_numpy(zero_copy_only=False)
+    has_keys = klen > 0
+    count = plen + has_tags + has_keys
+    pstart = int(poff[0])
+    names = pa.concat_arrays([
+        _as(props.keys.slice(pstart, int(plen.sum())), pa.string()),
+        pa.array(np.full(int(has_tags.sum()), "TAGS", dtype=object), pa.string()),
+        pa.array(np.full(int(has_keys.sum()), "KEYS", dtype=object), pa.string()),
+    ])
+    values = pa.concat_arrays([
+        _as(props.items.slice(pstart, int(plen.sum())), pa.binary()),
+        _as(tags.filter(pa.array(has_tags)), pa.binary()),
+        _as(pc.binary_join(keys.filter(pa.array(has_keys)), " "), pa.binary()),
+    ])
+    rows = np.concatenate([np.repeat(np.arange(n), plen), np.flatnonzero(has_tags),
+                           np.flatnonzero(has_keys)])
+    order = pa.array(np.argsort(rows, kind="stable"))
+    entries = pa.StructArray.from_arrays([names.take(order), values.take(order)],
+                                         fields=list(_HEADER))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(count)]).astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, entries, type=_HEADERS,
+                                    mask=pa.array(count == 0))
 
 
-def page_to_batch(page: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
-    """Convert one broker Arrow page into a batch with :data:`ARROW_SCHEMA`."""
-    if page.num_rows == 0:
-        return empty_batch()
+def page_to_batch(page: pa.RecordBatch | pa.Table, cols: Columns = Columns(),
+                  broker: str = "") -> pa.RecordBatch:
+    """Convert one broker Arrow page into a batch with :func:`arrow_schema`."""
+    schema = arrow_schema(cols)
+    n = page.num_rows
+    if n == 0:
+        return empty_batch(cols)
     keys = _as(_column(page, "keys"), _KEYS)
-    arrays = [
-        _as(_column(page, "topic"), pa.string()),
-        _as(_column(page, "queue_id"), pa.int32()),
-        _as(_column(page, "offset"), pa.int64()),
-        _as(_column(page, "msg_id"), pa.string()),
-        _first_key(keys),
-        keys,
-        _as(_column(page, "tags"), pa.string()),
-        _properties(_column(page, "properties")),
-        _as(_column(page, "body"), pa.binary()),
-        _as(_column(page, "store_timestamp"), _TS),
-        _as(_column(page, "born_timestamp"), _TS),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    qids = _as(_column(page, "queue_id"), pa.int32())
+    arrays: dict[str, Any] = {
+        "key": _first_key(keys),
+        "value": _as(_column(page, "body"), pa.binary()),
+        "topic": _as(_column(page, "topic"), pa.string()),
+        "partition": qids,
+        "offset": _as(_column(page, "offset"), pa.int64()),
+        "timestamp": _as(_column(page, "born_timestamp"), _TS),
+        "timestampType": pa.array(np.zeros(n, dtype=np.int32)),
+        "queue_id": qids,
+        "broker": pa.nulls(n, pa.string()) if not broker
+        else pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                            pa.array([broker])).cast(pa.string()),
+    }
+    if cols.headers:
+        props = _column(page, "properties")
+        arrays["headers"] = headers_array(props, _column(page, "tags"), keys)
+    if cols.sparkmq:
+        arrays.update(msg_id=_as(_column(page, "msg_id"), pa.string()),
+                      tags=_as(_column(page, "tags"), pa.string()), keys=keys,
+                      store_timestamp=_as(_column(page, "store_timestamp"), _TS))
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)

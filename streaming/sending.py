@@ -162,29 +162,87 @@ class TaskSender:
                                  broker_names=dict(self.names))
 
 
+def _key_strings(key: pa.Array) -> pa.Array:
+    """A ``key`` column (string, or Kafka's binary) as strings; keys are UTF-8 text in sparkmq."""
+    if not pa.types.is_binary(key.type) and not pa.types.is_large_binary(key.type):
+        return key
+    try:
+        return key.cast(pa.string())
+    except pa.ArrowInvalid as exc:
+        raise SinkError("a binary 'key' is not UTF-8 text; sparkmq keys are strings (they are "
+                        "indexed and hashed to pick the queue): decode or hex() it first") from exc
+
+
 def _keys(batch: pa.RecordBatch) -> pa.Array | None:
     names = batch.schema.names
     if "keys" in names and "key" in names:
-        keys, key = batch.column("keys").to_pylist(), batch.column("key").to_pylist()
+        keys = batch.column("keys").to_pylist()
+        key = _key_strings(batch.column("key")).to_pylist()
         merged = [ks if ks else ([k] if k is not None else []) for ks, k in zip(keys, key)]
         return pa.array(merged, pa.list_(pa.string()))
     if "keys" in names:
         return batch.column("keys")
     if "key" in names:
-        return batch.column("key")  # the broker takes a string column as one key per row
+        return _key_strings(batch.column("key"))  # the broker takes strings as one key per row
     return None
+
+
+def _text(value: object, what: str) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SinkError(f"header {what!r} has a value that is not UTF-8 text; sparkmq "
+                            "properties are strings") from None
+    return str(value)
+
+
+def _from_headers(batch: pa.RecordBatch, columns: dict[str, pa.Array]) -> None:
+    """Kafka ``headers`` → properties; ``TAGS``/``KEYS`` headers → tags/keys unless given.
+
+    Header names starting with ``sparkmq.`` are the broker's own and are dropped.
+    A repeated header name keeps its last value (properties are a map).
+    """
+    rows = batch.column("headers").to_pylist()
+    props: list[list[tuple[str, str]] | None] = []
+    tags: list[str | None] = []
+    keys: list[list[str]] = []
+    for row in rows:
+        found: dict[str, str] = {}
+        for h in row or ():
+            if h is not None and h["key"] is not None and h["value"] is not None:
+                found[h["key"]] = _text(h["value"], h["key"])
+        tags.append(found.pop("TAGS", None))
+        keys.append(found.pop("KEYS", "").split())
+        props.append([(k, v) for k, v in found.items() if not k.startswith("sparkmq.")])
+    if "properties" not in columns:
+        columns["properties"] = pa.array(props, pa.map_(pa.string(), pa.string()))
+    if "tags" not in columns and any(t is not None for t in tags):
+        columns["tags"] = pa.array(tags, pa.string())
+    if "keys" not in columns and any(keys):
+        columns["keys"] = pa.array(keys, pa.list_(pa.string()))
 
 
 def _produce_table(batch: pa.RecordBatch) -> pa.Table:
     value = batch.column("value")
-    empty = "" if pa.types.is_string(value.type) else b""
-    columns: dict[str, pa.Array] = {"body": pc.fill_null(value, empty)}
+    if value.null_count:
+        raise SinkError(
+            f"{value.null_count} row(s) have a null 'value': a sparkmq message always has a "
+            "body (there are no tombstones). Filter them out (.where('value IS NOT NULL')) or "
+            "give them a body (coalesce(value, ''))"
+        )
+    columns: dict[str, pa.Array] = {"body": value}
     keys = _keys(batch)
     if keys is not None:
         columns["keys"] = keys
+    names = batch.schema.names
     for name in ("tags", "properties", "queue_id"):
-        if name in batch.schema.names:
+        if name in names:
             columns[name] = batch.column(name)
+    if "partition" in names:  # Kafka's column; the broker's queue id
+        columns["queue_id"] = batch.column("partition")
+    if "headers" in names:
+        _from_headers(batch, columns)
     return pa.table(columns)
 
 

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import (
 )
 
 from .errors import OptionError
-from .options import parse_reader, parse_writer
+from .options import parse_columns, parse_reader, parse_writer
 from .reader import SparkMQBatchReader, SparkMQStreamReader
 from .schema import spark_schema
 from .writer import (
@@ -34,7 +34,7 @@ class SparkMQDataSource(DataSource):
         return "sparkmq"
 
     def schema(self) -> Any:
-        return spark_schema()
+        return spark_schema(parse_columns(self.options))
 
     def reader(self, schema: Any) -> DataSourceReader:
         return SparkMQBatchReader(parse_reader(self.options, batch=True))
@@ -50,8 +50,8 @@ class SparkMQDataSource(DataSource):
         return SparkMQBatchWriter(opts)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        if overwrite:
-            raise OptionError("sparkmq topics are append-only; use outputMode('append')")
+        # overwrite is Complete output mode: as Kafka's sink, every batch appends the whole
+        # result table (topics are never truncated).
         opts = parse_writer(self.options)
         validate_input_schema(schema, opts)
         return SparkMQStreamWriter(opts, stream_sink_id(opts, self.options))

@@ -56,13 +56,16 @@ __all__ = [
 
 log = logging.getLogger("sparkmq.streaming")
 
+_INT = ("int", "bigint", "smallint", "tinyint")
 _COLUMN_TYPES = {
     "value": ("binary", "string"),
-    "key": ("string",),
+    "key": ("string", "binary"),
     "keys": ("array<string>",),
     "tags": ("string",),
     "properties": ("map<string,string>",),
-    "queue_id": ("int", "bigint", "smallint", "tinyint"),
+    "queue_id": _INT,
+    "partition": _INT,
+    "headers": ("array<struct<key:string,value:binary>>", "array<struct<key:string,value:string>>"),
     "topic": ("string",),
 }
 
@@ -80,6 +83,9 @@ def validate_input_schema(schema: Any, opts: WriterOptions) -> None:
                               f"got {types[name]}")
     if opts.topic is None and "topic" not in types:
         raise OptionError("set .option('topic', ...) or provide a 'topic' column")
+    if "partition" in types and "queue_id" in types:
+        raise OptionError("give either a 'partition' (Kafka's name) or a 'queue_id' column, "
+                          "not both: both name the queue a row goes to")
 
 
 def _txids(messages: list[WriterCommitMessage | None]) -> list[str]:

@@ -74,7 +74,7 @@ class BatchCollector:
         self.batches: dict[int, list[tuple[str, int, int, bytes]]] = {}
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.select("topic", "queue_id", "offset", "value").collect()
+        rows = df.select("topic", "partition", "offset", "value").collect()
         self.batches[batch_id] = [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
 
     def rows(self) -> list[tuple[str, int, int, bytes]]:

@@ -35,6 +35,9 @@ def test_subscription_forms() -> None:
     o = parse_reader({**opts(), "subscribe": "b, a,b"}, batch=False)
     assert o.subscription.topics == ("a", "b")
     o = parse_reader({"endpoint": BASE["endpoint"], "subscribepattern": "ord.*"}, batch=False)
+    # Kafka's partial match (findFirstIn): 'xorders' contains 'ord...'; anchor to exclude it
+    assert o.subscription.matches("orders") and o.subscription.matches("xorders")
+    o = parse_reader({"endpoint": BASE["endpoint"], "subscribepattern": "^ord"}, batch=False)
     assert o.subscription.matches("orders") and not o.subscription.matches("xorders")
     o = parse_reader({"endpoint": BASE["endpoint"], "assign": '{"orders":[1,0]}'}, batch=False)
     assert o.subscription.assigned == {"orders": (0, 1)}
@@ -54,6 +57,17 @@ def test_subscription_forms() -> None:
         ({**BASE, "maxoffsetspertrigger": "0"}, "must be a positive integer"),
         ({**BASE, "failondataloss": "maybe"}, "must be true or false"),
         ({**BASE, "startingtimestamp": "yesterday"}, "epoch milliseconds"),
+        ({**BASE, "startingoffsetsbytimestamp": '{"orders": {"0": -1}}'}, "epoch milliseconds"),
+        ({**BASE, "startingoffsetsbytimestampstrategy": "skip"}, "must be 'error' or 'latest'"),
+        ({**BASE, "endingtimestamp": "5"}, "'endingTimestamp' is for batch reads"),
+        ({**BASE, "minoffsetspertrigger": "9", "maxoffsetspertrigger": "5"}, "must not exceed"),
+        ({**BASE, "maxtriggerdelay": "soon"}, "must be a duration"),
+        ({**BASE, "minpartitions": "0"}, "'minPartitions' must be a positive integer"),
+        # typos never silently fall back to a default
+        ({**BASE, "startingoffset": "earliest"},
+         r"unknown reader option 'startingoffset'.*did you mean 'startingOffsets'\?.*Valid"),
+        ({**BASE, "maxoffsetpertrigger": "5"}, "did you mean 'maxOffsetsPerTrigger'"),
+        ({**BASE, "kafka.bootstrap.servers": "h:9092"}, "no Kafka client.*'endpoint'"),
     ],
 )
 def test_bad_options_fail_with_a_clear_message(options: dict[str, str], fragment: str) -> None:
@@ -65,3 +79,29 @@ def test_writer_options() -> None:
     w = parse_writer({"endpoint": "http://a:1, http://b:2/", "topic": "out", "sinkid": "s1"})
     assert w.client.endpoints == ("http://a:1", "http://b:2")
     assert w.topic == "out" and w.sink_id == "s1" and w.chunk_rows > 0
+    with pytest.raises(OptionError, match="unknown writer option 'topics'.*did you mean 'topic'"):
+        parse_writer({"endpoint": "http://a:1", "topics": "out"})
+
+
+def test_kafka_options_and_aliases() -> None:
+    o = parse_reader(opts(**{
+        "kafkaConsumer.pollTimeoutMs": "5000", "fetchOffset.numRetries": "5",
+        "fetchOffset.retryIntervalMs": "20", "minOffsetsPerTrigger": "10",
+        "maxTriggerDelay": "30s", "minPartitions": "8", "maxRecordsPerPartition": "1000",
+        "includeHeaders": "true", "groupIdPrefix": "ignored",
+        "startingOffsetsByTimestamp": '{"orders": {"0": 1700000000000}}',
+        "startingOffsetsByTimestampStrategy": "latest"}), batch=False)
+    assert o.client.timeout_s == 5.0 and o.client.retries == 5 and o.client.retry_interval_ms == 20
+    assert (o.min_offsets_per_trigger, o.max_trigger_delay_ms) == (10, 30_000)
+    assert (o.min_partitions, o.max_records_per_partition) == (8, 1000)
+    assert o.columns.headers and not o.columns.sparkmq and not o.columns.broker
+    assert o.starting.kind == "timestamps" and o.starting.strategy == "latest"
+    assert o.starting.offsets == {"orders": {0: 1_700_000_000_000}}
+    # startingTimestamp wins over the per-queue form and startingOffsets (Kafka's order)
+    o = parse_reader(opts(startingTimestamp="5", startingOffsets="earliest",
+                          startingOffsetsByTimestamp='{"orders": {"0": 1}}'), batch=False)
+    assert (o.starting.kind, o.starting.timestamp_ms, o.starting.strategy) == ("timestamp", 5, "error")
+    b = parse_reader(opts(endingTimestamp="7", maxOffsetsPerTrigger="3"), batch=True)
+    assert b.ending.kind == "timestamp" and b.max_offsets_per_trigger is None  # ignored
+    with pytest.raises(OptionError, match="-1 in its JSON"):
+        parse_reader(opts(startingOffsets='{"orders": {"0": -1}}'), batch=True)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from streaming.errors import DataLossError
+from streaming.errors import DataLossError, OptionError
 from streaming.options import parse_reader
 from streaming.reader import SparkMQStreamReader
 
@@ -37,9 +37,9 @@ def test_pattern_subscription_picks_up_new_topics_between_batches(broker_factory
     wait_visible(b.url, "evt-a", 10)
     r = _reader(b.url, subscribePattern="evt-.*", startingOffsets="earliest")
     start = r.initialOffset()
-    assert start == {"evt-a": {"0": 0, "1": 0}}
+    assert start == {"$initial": 1, "evt-a": {"0": 0, "1": 0}}
     end = r.latestOffset(start, ReadMaxRows(6))
-    assert end == {"evt-a": {"0": 3, "1": 3}}
+    assert end == {"$from": {"evt-a": {"0": 0, "1": 0}}, "evt-a": {"0": 3, "1": 3}}
     assert r.latestOffset(end, ReadAllAvailable()) == {"evt-a": {"0": 5, "1": 5}}
 
     create_topic(b.url, "evt-b", queues=2)
@@ -84,12 +84,54 @@ def test_starting_timestamp_assign_and_endpoint_failover(broker_factory: Any) ->
     wait_visible(b.url, "t", 15)
 
     r = _reader(b.url, subscribe="t", startingTimestamp=str(cut_ms))
-    assert r.initialOffset() == {"t": {"0": 2, "1": 2, "2": 2}}
+    assert r.initialOffset() == {"$initial": 1, "t": {"0": 2, "1": 2, "2": 2}}
+    by_queue = json.dumps({"t": {"0": cut_ms, "1": 0, "2": 4_000_000_000_000}})
+    r = _reader(b.url, subscribe="t", startingOffsetsByTimestamp=by_queue)
+    with pytest.raises(OptionError, match=r"no message at or after the timestamp in t/2 "
+                                          r"\(timestamp 4000000000000\).*'latest'"):
+        r.initialOffset()  # Kafka's default strategy: error
+    r = _reader(b.url, subscribe="t", startingOffsetsByTimestamp=by_queue,
+                startingOffsetsByTimestampStrategy="latest")
+    assert r.initialOffset() == {"$initial": 1, "t": {"0": 2, "1": 0, "2": 5}}
 
     # the first endpoint is down: the reader fails over to the second
     dead = "http://127.0.0.1:9"
-    r = _reader(f"{dead},{b.url}", assign='{"t": [2, 0]}', startingOffsets='{"t": {"2": 4}}')
+    r = _reader(f"{dead},{b.url}", assign='{"t": [2, 0]}',
+                startingOffsets='{"t": {"2": 4, "0": -2}}')
     start = r.initialOffset()
-    assert start == {"t": {"0": 0, "2": 4}}  # queue 1 is not assigned
+    assert start == {"$initial": 1, "t": {"0": 0, "2": 4}}  # queue 1 is not assigned
     rows = _read_all(r, start, r.latestOffset(start, ReadAllAvailable()))
-    assert [(x["queue_id"], x["offset"]) for x in rows] == [(0, o) for o in range(5)] + [(2, 4)]
+    assert [(x["partition"], x["offset"]) for x in rows] == [(0, o) for o in range(5)] + [(2, 4)]
+
+
+def test_a_replayed_batch_zero_reads_its_first_range_though_latest_moved(
+    broker_factory: Any,
+) -> None:
+    """Spark restarts a query whose batch 0 is logged but not committed: initialOffset()
+    is asked again (a new reader), yet batch 0 must read the offsets it was planned with."""
+    b = broker_factory(env=NO_MIRROR)
+    create_topic(b.url, "t", queues=2)
+    produce(b.url, "t", 10, queues=2)
+    wait_visible(b.url, "t", 10)
+    first = _reader(b.url, subscribe="t", startingOffsets="latest", maxOffsetsPerTrigger="4")
+    start = first.initialOffset()
+    assert first.initialOffset() is start  # asked again by the same run: the same answer
+    produce(b.url, "t", 10, start=10, queues=2)
+    wait_visible(b.url, "t", 20)
+    end = first.latestOffset(start, ReadMaxRows(4))  # Spark logs this in offsets/0
+    planned = [(x["partition"], x["offset"]) for x in _read_all(first, start, end)]
+    assert planned == [(0, 5), (0, 6), (1, 5), (1, 6)]
+
+    # batch 0 fails; more is produced; the query restarts from the checkpoint
+    produce(b.url, "t", 10, start=20, queues=2)
+    wait_visible(b.url, "t", 30)
+    again = _reader(b.url, subscribe="t", startingOffsets="latest", maxOffsetsPerTrigger="4")
+    moved = again.initialOffset()
+    assert moved == {"$initial": 1, "t": {"0": 15, "1": 15}}  # latest moved on
+    replay = [(x["partition"], x["offset"]) for x in _read_all(again, moved, end)]
+    assert replay == planned
+    after = again.latestOffset(end, ReadAllAvailable())
+    assert after == {"t": {"0": 15, "1": 15}}
+    rows = _read_all(again, end, after)
+    assert [(x["partition"], x["offset"]) for x in rows] == (
+        [(0, o) for o in range(7, 15)] + [(1, o) for o in range(7, 15)])

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.spark
 def _copy_query(spark: Any, url: str, ckpt: str, sink_id: str) -> Any:
     streaming.register(spark)
     df = (spark.readStream.format("sparkmq").option("endpoint", url).option("subscribe", "in")
-          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100").load())
-    return (df.selectExpr("value", "key", "tags", "properties")
+          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100")
+          .option("includeHeaders", "true").load())
+    return (df.selectExpr("key", "value", "headers")
             .writeStream.format("sparkmq").option("endpoint", url).option("topic", "out")
             .option("sinkId", sink_id).option("checkpointLocation", ckpt)
             .trigger(availableNow=True).start())
@@ -82,18 +83,23 @@ def test_batch_write_then_batch_read_with_tags_and_ending_offsets(
     assert maxes == {0: 30, 1: 30, 2: 30, 3: 30}
 
     def read(**options: str) -> list[Any]:
-        r = spark.read.format("sparkmq").option("endpoint", b.url).option("subscribe", "t")
+        r = (spark.read.format("sparkmq").option("endpoint", b.url).option("subscribe", "t")
+             .option("includeSparkmqColumns", "true").option("includeHeaders", "true"))
         for k, v in options.items():
             r = r.option(k, v)
-        return r.load().orderBy("queue_id", "offset").collect()
+        return r.load().orderBy("partition", "offset").collect()
 
     everything = read()
     assert sorted(bytes(r.value) for r in everything) == sorted(r[0] for r in rows)
-    got = read(tags="A", endingOffsets='{"t": {"0": 10, "1": -1}}')
+    got = read(tags="A", endingOffsets='{"t": {"0": 10, "1": -1, "2": -1, "3": -1}}')
     # only tag A; queue 0 stops before offset 10, the others read to the end
-    want = [r for r in everything if r.tags == "A" and (r.queue_id != 0 or r.offset < 10)]
+    want = [r for r in everything if r.tags == "A" and (r.partition != 0 or r.offset < 10)]
     assert got == want and len(want) < 40
     v3 = next(r for r in got if r.value == b"v3")
-    assert (v3.topic, v3.queue_id, v3.key, v3.keys) == ("t", 3, "k3", ["k3"])
-    assert v3.tags == "A" and v3.properties["n"] == "3"
-    assert v3.timestamp is not None and v3.born_timestamp <= v3.timestamp
+    assert (v3.topic, v3.partition, v3.queue_id, v3.key, v3.keys) == ("t", 3, 3, b"k3", ["k3"])
+    assert v3.tags == "A" and v3.timestampType == 0 and v3.broker is None
+    headers = [(h.key, bytes(h.value)) for h in v3.headers]
+    assert [h for h in headers if h[0] != "sparkmq.tx_id"] == [
+        ("n", b"3"), ("TAGS", b"A"), ("KEYS", b"k3")]
+    assert len(headers) == 4  # the sink's transaction id, added by the broker
+    assert v3.timestamp is not None and v3.timestamp <= v3.store_timestamp
