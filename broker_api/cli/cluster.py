@@ -44,7 +44,7 @@ def _detail(ha: dict[str, Any]) -> str:
 
 
 def cluster_command(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Namesrv = None) -> None:
-    """Show brokers (masters and slaves), their HA role and each slave's lag.
+    """Show masters and slaves, their HA roles and replication lag.
 
     Examples:
 
