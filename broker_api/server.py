@@ -87,9 +87,8 @@ class _Server(uvicorn.Server):
             control = self._start_control(host)
             bound = memory_bound_bytes(self._settings) >> 20
             print(
-                f"sparkmq broker {b.name} ready on http://{host}:{port}{control} (data in "
-                f"{self._settings.data_path.resolve()}; anonymous memory bound ~{bound} MiB with 1000 "
-                f"connections, from [server] *_inflight_bytes)",
+                f"sparkmq broker {b.name} ready on http://{host}:{port} (data in {self._settings.data_path.resolve()})"
+                f"{control}; anonymous memory bound ~{bound} MiB with 1000 connections ([server] *_inflight_bytes)",
                 flush=True,
             )
 
@@ -106,7 +105,7 @@ class _Server(uvicorn.Server):
             logging.getLogger(__name__).error("control listener not started: %s", exc)
             return ""
         self._broker.admin_address = address
-        return f", control (/healthz /readyz /metrics /v1/broker) on http://{address}"
+        return f"; control listener (/healthz /readyz /metrics /v1/broker) on http://{address}"
 
 
 def serve(settings: BrokerSettings) -> None:
