@@ -46,6 +46,7 @@ from .results import (
     SendResult,
     busy_delay,
     error_from_answer,
+    unreachable_error,
 )
 from .routing import FaultTracker, Route, id_host, parse_route, urls_by_host
 from .sender import send_routed
@@ -110,7 +111,7 @@ class SparkMQClient:
             try:
                 resp = self._http.request(method, url, **kwargs)
             except httpx.HTTPError as exc:
-                raise self._unreachable(method, url, broker, exc) from exc
+                raise unreachable_error(method, url, broker, exc, self._namesrv is not None) from exc
             if resp.status_code < 400:
                 return resp.json()
             error = error_from_answer(resp, url)
@@ -122,19 +123,6 @@ class SparkMQClient:
                      getattr(error, "code", ""), attempt + 1, self._busy_retries, delay)
             time.sleep(delay)
         raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _unreachable(self, method: str, url: str, broker: str | None, exc: httpx.HTTPError) -> BrokerUnreachableError:
-        base = url.split("/v1")[0]
-        who = f"broker {broker!r} at {base}" if broker else f"the broker at {base}"
-        # a refused or timed-out connection sent nothing; anything later may have been stored
-        unknown = method != "GET" and not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-        what = f"{who} did not answer in time" if isinstance(exc, httpx.TimeoutException) else f"cannot reach {who}"
-        where = ("; the NameServer answered and still routes it" if self._namesrv is not None and broker
-                 else "")
-        detail = f"{what} ({type(exc).__name__}: {exc}){where}"
-        if unknown:
-            detail += "; the request may have been stored"
-        return BrokerUnreachableError(detail, broker=broker, url=base, stored_unknown=unknown)
 
     # -- brokers and routes ----------------------------------------------------
 
@@ -248,7 +236,8 @@ class SparkMQClient:
 
     def _send(self, broker: str, url: str, topic: str, wire: list[dict[str, Any]]) -> list[SendResult]:
         answer = self._call("POST", f"{url}/v1/topics/{topic}/messages", broker, json={"messages": wire})
-        return [SendResult(broker, r["msg_id"], r["queue_id"], r["queue_offset"]) for r in answer["results"]]
+        status = str(answer.get("status", "SEND_OK"))
+        return [SendResult(broker, r["msg_id"], r["queue_id"], r["queue_offset"], status) for r in answer["results"]]
 
     # -- pull and queues ---------------------------------------------------------
 

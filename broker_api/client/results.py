@@ -15,7 +15,7 @@ import httpx
 from ..errors import ERROR_TABLE, BrokerError
 
 __all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "busy_delay",
-           "error_from_answer", "retryable"]
+           "error_from_answer", "retryable", "unreachable_error"]
 
 # error code -> the broker's class for it (the first, most specific, entry of ERROR_TABLE wins)
 _CODE_CLASSES: dict[str, type[BrokerError]] = {
@@ -41,12 +41,17 @@ class BrokerUnreachableError(BrokerError):
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    """Where one produced message landed."""
+    """Where one produced message landed, and the broker's SendStatus for it.
+
+    ``status`` is RocketMQ's SendStatus: ``SEND_OK``, or (stored on the master,
+    not confirmed by a slave) ``FLUSH_SLAVE_TIMEOUT`` / ``SLAVE_NOT_AVAILABLE``.
+    """
 
     broker: str
     msg_id: str
     queue_id: int
     queue_offset: int
+    status: str = "SEND_OK"
 
 
 class SendError(BrokerError):
@@ -133,4 +138,19 @@ def busy_delay(exc: BrokerError, attempt: int, retries: int) -> float | None:
         return None
     base = min(_MAX_BUSY_WAIT_S, max(0.05, float(exc.retry_after_s)) * 2 ** attempt)
     return base * random.uniform(0.5, 1.5)
+
+
+def unreachable_error(method: str, url: str, broker: str | None, exc: httpx.HTTPError,
+                      routed: bool) -> BrokerUnreachableError:
+    """The error for a request that got no answer, naming the broker, its address and what is known."""
+    base = url.split("/v1")[0]
+    who = f"broker {broker!r} at {base}" if broker else f"the broker at {base}"
+    # a refused or timed-out connection sent nothing; anything later may have been stored
+    unknown = method != "GET" and not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    what = f"{who} did not answer in time" if isinstance(exc, httpx.TimeoutException) else f"cannot reach {who}"
+    where = "; the NameServer answered and still routes it" if routed and broker else ""
+    detail = f"{what} ({type(exc).__name__}: {exc}){where}"
+    if unknown:
+        detail += "; the request may have been stored"
+    return BrokerUnreachableError(detail, broker=broker, url=base, stored_unknown=unknown)
 

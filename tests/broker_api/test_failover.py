@@ -62,6 +62,7 @@ def test_unkeyed_sends_go_to_the_live_broker_while_one_is_dead(cluster: Cluster)
         cluster.b.kill()
         results = [c.produce("orders", [f"m{i}"])[0] for i in range(20)]
         assert {r.broker for r in results} == {"broker-a"}
+        assert {r.status for r in results} == {"SEND_OK"}
         # every acknowledged message is really on broker-a, once
         bodies = []
         for q in c.queues("orders", on_unreachable=lambda *a: None):
