@@ -76,6 +76,9 @@ def serve(
         "--ha-master-addr", help="Slave: the master's HA host:port (default: from the NameServer).")] = None,
     master_url: Annotated[str | None, typer.Option(
         "--master-url", help="Slave: the master's HTTP URL (default: from the NameServer).")] = None,
+    admin_port: Annotated[int | None, typer.Option(
+        "--admin-port", min=-1, max=65535,
+        help="Control listener for /healthz /readyz /metrics /v1/broker (default: any free port; -1 = none).")] = None,
 ) -> None:
     """Run a broker on its embedded defaults.
 
@@ -99,10 +102,11 @@ def serve(
              "namesrv_addr": namesrv, "cluster": cluster, "name": broker_name, "broker_id": broker_id}
     broker = {k: v for k, v in flags.items() if v is not None}
     store = {"flush_mode": flush_mode} if flush_mode else {}
+    server = {"admin_port": admin_port} if admin_port is not None else {}
     ha_flags = {"role": broker_role, "listen_port": ha_port, "master_addr": ha_master_addr, "master_url": master_url}
     ha = {k: v for k, v in ha_flags.items() if v is not None}
     try:
-        settings = load_settings(config, broker=broker, store=store, ha=ha)
+        settings = load_settings(config, broker=broker, store=store, ha=ha, server=server)
     except FileNotFoundError as exc:
         fail(str(exc))
     except ValidationError as exc:
