@@ -29,6 +29,8 @@ __all__ = [
     "GroupDisabledError",
     "SlaveReadOnlyError",
     "BatchTooLargeError",
+    "BadFilterError",
+    "BadReceiptError",
     "TransactionNotFoundError",
     "TransactionStateError",
     "BrokerBusyError",
@@ -71,6 +73,18 @@ class BadQueueIdError(BadRequestError):
 
 class BadMessageError(BadRequestError):
     """Raised when one message of a produce request is malformed."""
+
+
+class BadFilterError(BadRequestError):
+    """Raised when a filter expression does not parse; ``position`` is where (0-based)."""
+
+    def __init__(self, message: str, *, position: int = 0) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+class BadReceiptError(BadRequestError):
+    """Raised when a POP receipt is malformed or belongs to another group."""
 
 
 class UnsupportedMediaTypeError(BrokerError):
@@ -133,6 +147,8 @@ ERROR_TABLE: ErrorTable = {
     BadOffsetError: (400, "bad_offset"),
     BadQueueIdError: (400, "bad_queue_id"),
     BadMessageError: (400, "bad_message"),
+    BadFilterError: (400, "bad_filter"),
+    BadReceiptError: (400, "bad_receipt"),
     BadRequestError: (400, "bad_request"),
     UnsupportedMediaTypeError: (415, "unsupported_media_type"),
     TopicNotFoundError: (404, "topic_not_found"),

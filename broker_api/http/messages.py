@@ -37,6 +37,7 @@ from ..errors import (
     BatchTooLargeError,
     UnsupportedMediaTypeError,
 )
+from ..filters import Predicate, apply_filter, compile_filter
 from .openapi import PRODUCE_DOC, PULL_DOC
 from ..topics import TopicConfig
 from .wire import (
@@ -60,6 +61,7 @@ _WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
 # A pull that finds nothing at these may be ahead of the reput thread, not of the producers.
 _TAIL_STATUSES = (*_WAIT_STATUSES, GetStatus.OFFSET_OVERFLOW)
 _INLINE_PULL_MAX = 256
+_FILTER_SCAN = 1024  # a filtered pull looks at up to this many units for its matches
 _SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
 _INLINE_PARSE_BYTES = 1 << 20  # produce bodies larger than this are parsed off the event loop
 _NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
@@ -195,9 +197,13 @@ Page = GetResult | PullBatch  # a page as message objects or as columns
 
 
 async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: frozenset[str] | None,
-               arrow: bool) -> Page:
+               arrow: bool, flt: Predicate | None = None) -> Page:
     """One page: as columns for Arrow and big JSON pages (the store's fast path), as
-    message objects for small JSON pages (the columnar path has a fixed cost)."""
+    message objects for small JSON pages (the columnar path has a fixed cost).
+    With a property filter ``flt``, up to ``_FILTER_SCAN`` units are read and the matches kept."""
+    if flt is not None:
+        page = await _get(broker, topic, qid, offset, max(n, _FILTER_SCAN), tags, arrow)
+        return apply_filter(page, flt, n)
     store, max_bytes = broker.store, broker.settings.limits.max_pull_bytes
     small = not arrow and (n <= _SMALL_PAGE or store.max_offset(topic, qid) - offset <= _SMALL_PAGE)
     fetch = store.get_messages if small else store.get_message_batch
@@ -224,7 +230,7 @@ def _known_queue(result: Page, offset: int) -> Page:
 
 
 async def _long_poll(broker: Broker, topic: str, qid: int, result: Page, n: int,
-                     tags: frozenset[str] | None, wait_ms: int, arrow: bool) -> Page:
+                     tags: frozenset[str] | None, wait_ms: int, arrow: bool, flt: Predicate | None = None) -> Page:
     """Hold the pull until the queue grows (woken by the reput thread) or the wait ends."""
     assert broker.waiters is not None
     loop = asyncio.get_running_loop()
@@ -243,7 +249,7 @@ async def _long_poll(broker: Broker, topic: str, qid: int, result: Page, n: int,
                     pass
         finally:
             broker.waiters.unregister(topic, qid, event)
-        result = await _get(broker, topic, qid, offset, n, tags, arrow)
+        result = await _get(broker, topic, qid, offset, n, tags, arrow, flt)
     return result
 
 
@@ -268,15 +274,16 @@ async def pull(request: Request) -> Response:
     cfg = broker.topics.for_pull(topic)
     cfg.check_queue(qid)
     tags = _tags(q.get("tags"))
-    result = await _get(broker, topic, qid, offset, n, tags, arrow)
+    flt = compile_filter(q["filter"]) if q.get("filter") else None
+    result = await _get(broker, topic, qid, offset, n, tags, arrow, flt)
     if result.status in _TAIL_STATUSES and broker.store.dispatch_behind:
         # Read your writes: a pull sees every message whose produce was answered before it.
         await asyncio.get_running_loop().run_in_executor(None, broker.settle)
-        result = await _get(broker, topic, qid, offset, n, tags, arrow)
+        result = await _get(broker, topic, qid, offset, n, tags, arrow, flt)
     if wait_ms > 0 and result.status in _WAIT_STATUSES:
         ticket: Ticket | None = request.scope.get(TICKET_KEY)
         with ticket.parked() if ticket is not None else contextlib.nullcontext():  # parked: no slot held
-            result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow)
+            result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow, flt)
     status = result.status.value
     m = broker.metrics
     m.pull_requests.inc(status=status)

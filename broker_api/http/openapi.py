@@ -80,6 +80,9 @@ PULL_DOC: dict[str, Any] = {
         {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "default": 0},
          "description": "long poll: hold the request up to this long when nothing is new"},
         {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tag filter, e.g. A||B"},
+        {"name": "filter", "in": "query", "schema": {"type": "string"},
+         "description": "SQL92 property filter, e.g. a > 5 AND region IN ('eu','us'); 400 bad_filter names "
+                        "the position of an error"},
         {"name": "group", "in": "query", "schema": {"type": "string"},
          "description": "consumer group (checked against slow-consumer protection)"},
     ],
