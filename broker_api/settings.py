@@ -29,6 +29,7 @@ from pydantic_settings import (
 from connectors import MirrorConfig
 from store import HAConfig, StoreConfig
 
+from .auth.config import AuthSection, TlsSection
 from .namesrv.wire import parse_namesrv_addrs
 from .toml_settings import TomlSettings
 
@@ -42,6 +43,8 @@ __all__ = [
     "ProtectionSection",
     "TransactionsSection",
     "HASection",
+    "AuthSection",
+    "TlsSection",
     "MirrorSection",
     "StoreSection",
     "load_settings",
@@ -290,6 +293,8 @@ class BrokerSettings(TomlSettings):
     protection: ProtectionSection = ProtectionSection()
     transactions: TransactionsSection = TransactionsSection()
     ha: HASection = HASection()
+    tls: TlsSection = TlsSection()
+    auth: AuthSection = AuthSection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
 
@@ -320,6 +325,16 @@ class BrokerSettings(TomlSettings):
             housekeeping_interval_s=h.housekeeping_interval_s, transfer_batch_bytes=h.transfer_batch_bytes,
             slave_timeout_ms=h.slave_timeout_ms, slave_fallbehind_max_bytes=h.slave_fallbehind_max_bytes,
             reconnect_min_s=h.reconnect_min_s, reconnect_max_s=h.reconnect_max_s)
+
+    @property
+    def auth_path(self) -> Path:
+        """Where users.json and acls.json live (``[auth] dir``, else ``<data_dir>/auth``)."""
+        return Path(self.auth.dir) if self.auth.dir else self.data_path / "auth"
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with ``[tls]`` certificates, else ``http``."""
+        return "https" if self.tls.enabled else "http"
 
     @property
     def meta_path(self) -> Path:

@@ -4,7 +4,8 @@
     streaming.register(spark)
     df = (spark.readStream.format("sparkmq")
           .option("endpoint", "http://127.0.0.1:8080")
-          .option("subscribe", "orders").load())
+          .option("subscribe", "orders").load())   # Kafka's columns: key, value, topic,
+                                                   # partition, offset, timestamp, ...
 
 It talks to brokers over HTTP only (never the store), so executors on other
 machines work.
@@ -23,6 +24,7 @@ from .errors import (
     SparkMQError,
     TopicNotFoundError,
 )
+from .lag import lag
 from .schema import ARROW_SCHEMA, SCHEMA_DDL, spark_schema
 from .source import SparkMQDataSource, register
 
@@ -39,6 +41,7 @@ __all__ = [
     "SparkMQDataSource",
     "SparkMQError",
     "TopicNotFoundError",
+    "lag",
     "register",
     "spark_schema",
 ]

@@ -160,8 +160,9 @@ def test_new_options_parse_and_validate() -> None:
         parse_reader({**base, "skipUnavailableBrokers": "true"}, batch=False)
     with pytest.raises(OptionError, match="brokerDownTimeoutMs"):
         parse_reader({**base, "brokerDownTimeoutMs": "-1"}, batch=False)
-    assert parse_writer({**base, "topic": "t"}).send_retries == 2
-    assert parse_writer({**base, "topic": "t", "sendRetries": "0"}).send_retries == 0
+    sink = {"namesrv": "127.0.0.1:9876", "topic": "t"}
+    assert parse_writer(sink).send_retries == 2
+    assert parse_writer({**sink, "sendRetries": "0"}).send_retries == 0
 
 
 def test_spark_reads_through_the_endpoint_list_when_the_first_address_is_down(

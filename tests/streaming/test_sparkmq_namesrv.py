@@ -179,7 +179,9 @@ def test_available_now_reads_both_brokers_exactly_once(
     got, q = _read_available_now(spark, namesrv, "both", checkpoint(tmp_path, "both"))
     assert sorted(got) == sorted(_values("both", range(50)))
     end = json.loads(q.lastProgress["sources"][0]["endOffset"])
-    assert end == {"both": {"broker-a": {"0": 15, "1": 15}, "broker-b": {"0": 10, "1": 10}}}
+    start = {"broker-a": {"0": 0, "1": 0}, "broker-b": {"0": 0, "1": 0}}
+    assert end == {"$from": {"both": start},  # batch 0 keeps where it started
+                   "both": {"broker-a": {"0": 15, "1": 15}, "broker-b": {"0": 10, "1": 10}}}
 
 
 def test_a_broker_joining_between_runs_is_picked_up_without_rereading(
