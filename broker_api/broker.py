@@ -19,6 +19,7 @@ from store import MessageStore, StoreError
 
 from .admission import Admission
 from .batcher import ProduceBatcher
+from .delay import DelayService
 from .fastfail import WriteGate
 from .groups import GroupManager
 from .longpoll import PullWaiters
@@ -53,6 +54,7 @@ class Broker:
         self.admission = Admission(settings.server, settings.fast_failure.retry_after_s)
         self.writer = ProduceBatcher(self.gate, self.store.put_messages)
         self.transactions = TransactionService(self.store, meta, settings.transactions)
+        self.delay = DelayService(self.store, settings.delay, meta)  # delay levels and timers; see delay.py
         self.metrics = Metrics()
         self.replication = Replication(settings, self.store)
         self.slave_sync: SlaveSyncService | None = None
@@ -77,6 +79,7 @@ class Broker:
         self.topics.load(self.store)
         self.topics.ensure_system(HALF_TOPIC)
         self.transactions.start()
+        self.delay.start(deliver=not self.replication.is_slave)  # only a master delivers
         self.waiters = PullWaiters(loop)
         self.store.add_arrival_listener(self.waiters.on_arrival)
         self.gate.start(loop)
@@ -119,6 +122,7 @@ class Broker:
         self.gate.stop()
         if self.mirror is not None:
             self.mirror.stop()
+        self.delay.stop()
         self.transactions.stop()
         self.groups.persist()
         self.store.shutdown()
@@ -128,7 +132,7 @@ class Broker:
         self.replication.start(loop)
         if self.replication.is_slave:
             self.slave_sync = SlaveSyncService(self.replication, self.topics, self.groups, self.store,
-                                               self.settings.ha.metadata_sync_interval_s)
+                                               self.settings.ha.metadata_sync_interval_s, self.delay)
             self.slave_sync.start()
             self.periodic.add("follow-master", 1.0, lambda: self.replication.follow(self.registrar))
 
@@ -148,7 +152,7 @@ class Broker:
         s = self.settings
         self.periodic.add("persist-offsets", s.groups.offsets_flush_interval_s, self.groups.persist)
         self.periodic.add("store-stats", s.broker.stats_log_interval_s, self._log_stats)
-        self.periodic.add("expire-transactions", s.transactions.check_interval_s, self.transactions.expire)
+        self.periodic.add("expire-transactions", 1.0, self.transactions.expire)
         self.periodic.add("trim-memory", 5.0, trim)  # freed request memory goes back to the system
         if s.protection.disable_slow_consumers:
             self.periodic.add("protect-broker", s.protection.check_interval_s, self.protect)

@@ -28,6 +28,7 @@ from pydantic_settings import (
 
 from connectors import MirrorConfig
 from store import HAConfig, StoreConfig
+from store.schedule import parse_levels
 
 from .auth.config import AuthSection, TlsSection
 from .namesrv.wire import parse_namesrv_addrs
@@ -42,6 +43,7 @@ __all__ = [
     "GroupsSection",
     "ProtectionSection",
     "TransactionsSection",
+    "DelaySection",
     "HASection",
     "AuthSection",
     "TlsSection",
@@ -193,14 +195,92 @@ class TransactionsSection(_Section):
 
     timeout_s: float = Field(default=300.0, gt=0, description=(
         "Half messages not committed or rolled back within this many seconds are rolled back."))
-    check_interval_s: float = Field(default=1.0, gt=0, description=(
-        "How often (seconds) expired transactions are looked for."))
+    check_interval_s: float = Field(default=30.0, gt=0, description="How often (seconds) the lag check runs.")
+
+
+class TransactionsSection(_Section):
+    """Half messages, commit/rollback and the exactly-once sink records."""
+
+    timeout_s: float = Field(default=300.0, gt=0, description=(
+        "Half messages not committed or rolled back within this many seconds are rolled back."))
+    check_interval_s: float = Field(default=30.0, gt=0, description=(
+        "A transaction with a `check_url` is checked (POST to the producer) at most this often (seconds; "
+        "RocketMQ transactionCheckInterval). Expired transactions without one are looked for every second."))
+    check_immunity_s: float = Field(default=6.0, ge=0, description=(
+        "A transaction with a `check_url` is first checked once it is this old (seconds; RocketMQ "
+        "transactionTimeOut)."))
+    max_checks: int = Field(default=15, ge=1, description=(
+        "Checks answered `unknown` or failed before the half messages move to TRANS_CHECK_MAX_TIME_TOPIC and "
+        "the transaction is reported as `discarded` (RocketMQ transactionCheckMax)."))
+    check_timeout_s: float = Field(default=3.0, gt=0, description=(
+        "How long one check-back POST may take (seconds); past it the check counts as failed."))
     keep_decisions: int = Field(default=100_000, ge=100, description=(
         "Decided transactions remembered (a repeated commit is answered 200); older ones are forgotten."))
     keep_sink_batches: int = Field(default=1000, ge=1, description=(
         "Committed batch ids remembered per exactly-once sink (a replay of a remembered batch is dropped)."))
     keep_sinks: int = Field(default=10_000, ge=1, description=(
         "Sinks remembered; past this, the sink with the oldest last commit is forgotten."))
+
+
+class DelaySection(_Section):
+    """Delay-level and timer messages (RocketMQ's ScheduleMessageService and timer wheel)."""
+
+    levels: str = Field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", description=(
+        "Delay of each `delay_level`, level 1 first (units ms, s, m, h, d; RocketMQ messageDelayLevel); a "
+        "higher level is clamped to the last one."))
+    max_delay_s: int = Field(default=3 * 86400, ge=1, description=(
+        "Latest `deliver_at_ms` of a timer message, in seconds from now (RocketMQ timerMaxDelaySec, 3 days); "
+        "later is 400 bad_message."))
+    timer_precision_ms: int = Field(default=500, ge=10, le=60_000, description=(
+        "Width of one timer wheel slot in ms: a timer message is delivered at its due time or at most this much "
+        "later. Changing it rebuilds the wheel from the timer log at start-up."))
+    poll_interval_ms: int = Field(default=100, ge=10, le=10_000, description=(
+        "How often (ms) the deliverers look for due messages (RocketMQ DELAY_FOR_A_WHILE)."))
+    progress_interval_s: float = Field(default=10.0, gt=0, description=(
+        "Delivery progress is recorded after every delivery and at least this often (seconds) when idle; a "
+        "crash re-scans at most the CommitLog written since for messages already delivered."))
+
+    @field_validator("levels")
+    @classmethod
+    def _check_levels(cls, value: str) -> str:
+        parse_levels(value)  # a ValueError names the bad level
+        return value
+
+
+class PopSection(_Section):
+    """POP consumption, retry topics and dead-letter queues (RocketMQ 5 POP, consumerSendMsgBack)."""
+
+    max_reconsume_times: int = Field(default=16, ge=0, description=(
+        "Deliveries after the first before a message goes to `%DLQ%{group}` (RocketMQ maxReconsumeTimes); "
+        "per group with PUT /v1/groups/{group} {\"max_reconsume_times\": N}."))
+    retry_levels: str = Field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", description=(
+        "Back-off before a retry, by delay level (units ms, s, m, h); retry n waits level 3 + n - 1 "
+        "(10 s, 30 s, 1 m, ...), higher levels are clamped to the last one."))
+    revive_interval_ms: int = Field(default=200, ge=10, le=10_000, description=(
+        "How often (ms) popped messages past their invisible time are looked for (RocketMQ reviveInterval)."))
+    max_invisible_ms: int = Field(default=12 * 3_600_000, ge=1000, description=(
+        "Longest invisible time a pop or POST /invisible may ask for (ms; RocketMQ's proxy: 12 h)."))
+
+    @field_validator("retry_levels")
+    @classmethod
+    def _check_levels(cls, value: str) -> str:
+        parse_delays(value)  # a ValueError names the bad level
+        return value
+
+
+def parse_delays(spec: str) -> list[int]:
+    """``"1s 5s 10s"`` -> [1000, 5000, 10000] (units ms, s, m, h, d)."""
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    out = []
+    for word in spec.split():
+        number = word.rstrip("smhd")
+        unit = word[len(number):]
+        if not number.isdigit() or unit not in units:
+            raise ValueError(f"delay {word!r} is not a number with a unit ms, s, m, h or d")
+        out.append(int(number) * units[unit])
+    if not out:
+        raise ValueError("at least one delay is needed, e.g. \"1s 5s 10s\"")
+    return out
 
 
 HARole = Literal["", "async_master", "sync_master", "slave"]
@@ -292,6 +372,7 @@ class BrokerSettings(TomlSettings):
     groups: GroupsSection = GroupsSection()
     protection: ProtectionSection = ProtectionSection()
     transactions: TransactionsSection = TransactionsSection()
+    delay: DelaySection = DelaySection()
     ha: HASection = HASection()
     tls: TlsSection = TlsSection()
     auth: AuthSection = AuthSection()

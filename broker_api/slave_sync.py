@@ -1,6 +1,6 @@
 """SlaveSyncService: a slave copies its master's metadata (RocketMQ's SlaveSynchronize).
 
-Topics, consumer-group offsets and subscription groups are not part of the
+Topics, consumer-group offsets, subscription groups and delay progress are not part of the
 CommitLog stream; every ``[ha] metadata_sync_interval_s`` the slave asks the
 master's ``GET /v1/admin/metadata`` and takes the answer as it is (no reverse
 sync: offsets committed on a slave do not exist, it refuses commits).  A sync
@@ -38,8 +38,9 @@ class SlaveSyncService:
     """``start()``/``stop()``; ``sync_now()`` copies at once; ``status()`` for /v1/broker."""
 
     def __init__(self, replication: Replication, topics: TopicManager, groups: GroupManager, store: Any,
-                 interval_s: float) -> None:
+                 interval_s: float, delay: Any = None) -> None:
         self._replication, self._topics, self._groups, self._store = replication, topics, groups, store
+        self._delay = delay  # DelayService: delivery progress follows the master
         self._interval_s = interval_s
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -120,6 +121,8 @@ class SlaveSyncService:
         offsets = {g: {t: {int(q): int(o) for q, o in qs.items()} for t, qs in ts.items()}
                    for g, ts in body["offsets"].items()}
         self._groups.replace_all(offsets, dict(body.get("subscription_groups") or {}))
+        if self._delay is not None and isinstance(body.get("delay_progress"), dict):
+            self._delay.follow(body["delay_progress"])
 
     def status(self) -> dict[str, Any]:
         return {"syncs": self.syncs, "last_sync_ms": self.last_sync_ms, "last_error": self.last_error,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from store import MessageStore
+from store.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
 
 from .errors import (
     BadTopicNameError,
@@ -27,6 +28,7 @@ from .jsonfile import read_json, write_json_atomic
 __all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "validate_topic_name", "PERMS"]
 
 SYSTEM_PREFIX = "RMQ_SYS_"
+_HIDDEN = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})  # the delay topics keep RocketMQ's own names
 PERMS = ("rw", "r", "w", "")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}$")
 
@@ -40,6 +42,8 @@ def validate_topic_name(name: str) -> None:
         )
     if name.startswith(SYSTEM_PREFIX):
         raise BadTopicNameError(f"topic names starting with {SYSTEM_PREFIX!r} are reserved for the broker")
+    if name in _HIDDEN:
+        raise BadTopicNameError(f"topic name {name!r} is reserved for delayed messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,7 @@ class TopicConfig:
 
     @property
     def system(self) -> bool:
-        return self.name.startswith(SYSTEM_PREFIX)
+        return self.name.startswith(SYSTEM_PREFIX) or self.name in _HIDDEN
 
     def check_queue(self, queue_id: int) -> None:
         if not 0 <= queue_id < self.queues:
@@ -168,7 +172,7 @@ class TopicManager:
 
     def ensure_system(self, name: str, queues: int = 1) -> TopicConfig:
         """Create (once) an internal topic used by the broker itself."""
-        assert name.startswith(SYSTEM_PREFIX)
+        assert name.startswith(SYSTEM_PREFIX) or name in _HIDDEN
         return self._create(TopicConfig(name, queues, "rw"), True)
 
     def _create(self, cfg: TopicConfig, exist_ok: bool) -> TopicConfig:

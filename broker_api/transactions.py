@@ -44,6 +44,7 @@ from store import (
     StoreError,
     SysFlag,
 )
+from store.schedule import REAL_TOPIC
 
 from .errors import BadRequestError, TransactionNotFoundError, TransactionStateError
 from .jsonfile import Journal, read_json, write_json_atomic
@@ -75,6 +76,9 @@ class _Tx:
     published: bool = False
     decided_ms: int = 0
     from_offset: int = 0
+    check_url: str = ""  # the producer's check-back URL (checkback.py), "" = time out and roll back
+    topic: str = ""
+    checks: int = 0  # check-backs answered unknown or failed
 
 
 class TransactionService:
@@ -152,6 +156,10 @@ class TransactionService:
             tx = self._txs.setdefault(r["tx"], _Tx(r["tx"], r["ts"]))
             tx.halves.extend(r["halves"])
             tx.messages += len(r["halves"])
+            tx.check_url, tx.topic = r.get("check_url") or tx.check_url, r.get("topic") or tx.topic
+        elif op == "checked":
+            if r["tx"] in self._txs:
+                self._txs[r["tx"]].checks = r["n"]
         elif op == "decide":
             for tx_id in r["txs"]:
                 tx = self._txs.setdefault(tx_id, _Tx(tx_id, r["ts"]))
@@ -175,8 +183,10 @@ class TransactionService:
 
     # -- half messages ---------------------------------------------------
 
-    def add_halves(self, messages: list[Message], tx_id: str | None) -> tuple[str, list[PutResult]]:
-        """Store ``messages`` as half messages of a new (or the given open) transaction."""
+    def add_halves(self, messages: list[Message], tx_id: str | None,
+                   check_url: str | None = None) -> tuple[str, list[PutResult]]:
+        """Store ``messages`` as half messages of a new (or the given open) transaction; with a
+        ``check_url`` an unended transaction is checked back (checkback.py) instead of timing out."""
         with self._lock:
             if tx_id is not None:
                 self._open_tx(tx_id)
@@ -184,7 +194,11 @@ class TransactionService:
                 tx_id = uuid.uuid4().hex
             halves = [self._as_half(m, tx_id) for m in messages]
             results = self._store.put_messages(halves)
-            self._log({"op": "add", "tx": tx_id, "ts": _now_ms(), "halves": [r.msg_id for r in results]})
+            record = {"op": "add", "tx": tx_id, "ts": _now_ms(), "halves": [r.msg_id for r in results]}
+            if check_url:
+                record["check_url"] = check_url
+                record["topic"] = messages[0].properties.get(REAL_TOPIC, messages[0].topic) if messages else ""
+            self._log(record)
             return tx_id, results
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,8 @@ class ConsumeQueueStore:
         self.segment_units = segment_units
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
+        # topic -> (batch, row positions) -> tag codes: the schedule and timer topics keep due times there
+        self.tag_code_hooks: dict[str, Callable[[DispatchBatch, np.ndarray], np.ndarray]] = {}
 
     def load_and_recover(self, commitlog_max: int) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -97,7 +100,9 @@ class ConsumeQueueStore:
             idx = np.flatnonzero((group == g) & visible)
             topic, qid = names[g >> 32], g & 0xFFFFFFFF
             cq = self.get_or_create(topic, qid)
-            cq.put_units(batch.queue_offsets[idx], batch.phy_offsets[idx], batch.sizes[idx], batch.tag_codes[idx])
+            hook = self.tag_code_hooks.get(topic)
+            codes = batch.tag_codes[idx] if hook is None else hook(batch, idx)
+            cq.put_units(batch.queue_offsets[idx], batch.phy_offsets[idx], batch.sizes[idx], codes)
             grown.append((topic, qid, cq.max_offset()))
         return grown
 

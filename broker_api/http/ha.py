@@ -1,6 +1,6 @@
 """Replication routes and the slave's write guard.
 
-    GET /v1/admin/metadata   topics, consumer offsets and subscription groups in one answer,
+    GET /v1/admin/metadata   topics, consumer offsets, subscription groups and delay progress in one answer,
                              what a slave copies from its master (RocketMQ SlaveSynchronize)
 
 :class:`SlaveGuardMiddleware` sits in front of everything else: on a slave
@@ -43,6 +43,7 @@ def metadata_snapshot(broker: Broker) -> dict[str, Any]:
         "offsets": {g: {t: {str(q): o for q, o in sorted(qs.items())} for t, qs in ts.items()}
                     for g, ts in offsets.items()},
         "subscription_groups": broker.groups.all_configs(),
+        "delay_progress": broker.delay.progress(),
     }
 
 

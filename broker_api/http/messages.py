@@ -27,6 +27,7 @@ from store import (
     PullBatch,
     PutResult,
 )
+from store.schedule import REAL_QID
 
 from ..admission import TICKET_KEY, Ticket
 from ..broker import Broker
@@ -102,18 +103,24 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return body
 
 
-def _drafts(request: Request, raw: bytes, max_messages: int) -> tuple[list[Draft], bool]:
+def _drafts(request: Request, raw: bytes, max_messages: int,
+            extras: dict[str, Any] | None = None) -> tuple[list[Draft], bool]:
+    """Drafts and the transactional flag; ``extras`` receives a transaction's ``check_url``."""
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     q = request.query_params
+    if extras is not None and q.get("check_url"):
+        extras["check_url"] = q["check_url"]
     if ctype in _JSON_TYPES:
-        return parse_json_produce(raw, max_messages)
+        return parse_json_produce(raw, max_messages, extras)
     transactional = q.get("transactional", "false").lower() in ("1", "true", "yes")
     if ctype == ARROW_STREAM:
         return parse_arrow_produce(raw, max_messages), transactional
     if ctype == "application/octet-stream":
         keys = tuple(k for k in q.getlist("key") if k)
         qid = _int_param(q, "queue_id", -1, BadQueueIdError) if "queue_id" in q else None
-        return [Draft(raw, keys, q.get("tags") or None, None, qid)], transactional
+        delay = _int_param(q, "delay_level", -1) if "delay_level" in q else None
+        at = _int_param(q, "deliver_at_ms", -1) if "deliver_at_ms" in q else None
+        return [Draft(raw, keys, q.get("tags") or None, None, qid, delay, at)], transactional
     raise UnsupportedMediaTypeError(
         f"content type {ctype!r} is not accepted; send application/json, application/octet-stream or {ARROW_STREAM}"
     )
@@ -133,12 +140,16 @@ def _to_messages(broker: Broker, cfg: TopicConfig, drafts: list[Draft]) -> list[
             qid = zlib.crc32(d.keys[0].encode("utf-8")) % queues if d.keys else (rr + i) % queues
         elif not 0 <= qid < queues:
             cfg.check_queue(qid)
-        out.append(Message(topic, d.body, qid, d.keys, d.tags, d.properties or _NO_PROPERTIES))
+        m = Message(topic, d.body, qid, d.keys, d.tags, d.properties or _NO_PROPERTIES)
+        if d.delay_level is not None or d.deliver_at_ms is not None:  # waits in a hidden topic: delay.py
+            m = broker.delay.transform(m, d.delay_level, d.deliver_at_ms)
+        out.append(m)
     return out
 
 
-def _parse_big(broker: Broker, cfg: TopicConfig, request: Request, raw: bytes) -> tuple[bool, list[Message]]:
-    drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages)
+def _parse_big(broker: Broker, cfg: TopicConfig, request: Request, raw: bytes,
+               extras: dict[str, Any]) -> tuple[bool, list[Message]]:
+    drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages, extras)
     return transactional, _to_messages(broker, cfg, drafts)
 
 
@@ -151,15 +162,17 @@ async def produce(request: Request) -> Response:
     raw = await _read_body(request, broker.settings.limits.max_request_bytes)
     tx_id = request.query_params.get("transaction_id") or None
     cfg = broker.topics.for_produce(topic)
+    extras: dict[str, Any] = {}
     if len(raw) <= _INLINE_PARSE_BYTES:
-        drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages)
+        drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages, extras)
         messages = _to_messages(broker, cfg, drafts)
     else:  # a big body is parsed on a thread: the event loop keeps serving everyone else
         transactional, messages = await asyncio.get_running_loop().run_in_executor(
-            None, _parse_big, broker, cfg, request, raw)
+            None, _parse_big, broker, cfg, request, raw, extras)
     try:
         if transactional or tx_id:
-            tx_id, results = await broker.gate.run(broker.transactions.add_halves, messages, tx_id, offload=True)
+            tx_id, results = await broker.gate.run(broker.transactions.add_halves, messages, tx_id,
+                                                   extras.get("check_url"), offload=True)
             send_status = await broker.replication.confirm(results)  # SYNC_MASTER: a slave holds it
             body: dict[str, Any] = {"status": send_status, "transaction_id": tx_id,
                                     "results": _half_results(messages, results)}
@@ -169,6 +182,8 @@ async def produce(request: Request) -> Response:
             body = {"status": send_status,
                     "results": [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset}
                                 for r in results]}
+            if results and (results[0].topic != topic or results[-1].topic != topic):
+                body["results"] = _scheduled_results(messages, results, topic)
     except Exception as exc:
         broker.metrics.produce_requests.inc(outcome=type(exc).__name__)
         raise
@@ -178,6 +193,13 @@ async def produce(request: Request) -> Response:
     m.produce_bytes.inc(sum(len(x.body) for x in messages), topic=topic)
     m.produce_latency.observe(time.perf_counter() - started)
     return _json(body)
+
+
+def _scheduled_results(messages: list[Message], results: list[PutResult], topic: str) -> list[dict[str, Any]]:
+    """Delayed messages get their real queue and no offset yet (they reach it when due)."""
+    return [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset} if r.topic == topic
+            else {"msg_id": r.msg_id, "queue_id": int(m.properties[REAL_QID]), "queue_offset": None,
+                  "scheduled": True} for m, r in zip(messages, results)]
 
 
 def _half_results(messages: list[Message], results: list[PutResult]) -> list[dict[str, Any]]:

@@ -3,11 +3,14 @@
 Produce (``POST /v1/topics/{topic}/messages``) takes one of
 
 * JSON ``{"messages": [{"body": "text" | "body_base64": "...", "keys": [..],
-  "tags": "t", "properties": {..}, "queue_id": 0}], "transactional": false}``
-* ``application/octet-stream``: the raw body is one message (keys/tags in the query)
+  "tags": "t", "properties": {..}, "queue_id": 0, "delay_level": 3 | "deliver_at_ms": MS}],
+  "transactional": false, "check_url": "http://..."}``
+* ``application/octet-stream``: the raw body is one message (keys/tags/delay_level/deliver_at_ms
+  in the query)
 * ``application/vnd.apache.arrow.stream``: an Arrow IPC stream with a ``body``
   column (binary or string) and optional ``keys`` (list<string> or string),
-  ``tags`` (string), ``properties`` (map<string,string>), ``queue_id`` (int).
+  ``tags`` (string), ``properties`` (map<string,string>), ``queue_id`` (int),
+  ``delay_level`` (int), ``deliver_at_ms`` (int).
 
 A pull page is JSON, or with ``Accept: application/vnd.apache.arrow.stream``
 one Arrow IPC stream with :data:`PULL_SCHEMA` (schema always present).
@@ -76,6 +79,8 @@ class Draft:
     tags: str | None = None
     properties: Mapping[str, str] | None = None
     queue_id: int | None = None
+    delay_level: int | None = None  # see broker_api/delay.py
+    deliver_at_ms: int | None = None
 
 
 def media_type(content_type: str | None) -> str:
@@ -133,11 +138,20 @@ def _json_draft(item: Any, i: int) -> Draft:
     qid = item.get("queue_id")
     if qid is not None and (not isinstance(qid, int) or isinstance(qid, bool) or qid < 0):
         raise BadMessageError(f"messages[{i}].queue_id must be a non-negative integer")
-    return Draft(_json_body(item, i), tuple(keys), tags, props, qid)
+    delay, at = _int_field(item, "delay_level", i), _int_field(item, "deliver_at_ms", i)
+    return Draft(_json_body(item, i), tuple(keys), tags, props, qid, delay, at)
 
 
-def parse_json_produce(raw: bytes, max_messages: int) -> tuple[list[Draft], bool]:
-    """Drafts and the ``transactional`` flag of a JSON produce body."""
+def _int_field(item: dict[str, Any], name: str, i: int) -> int | None:
+    value = item.get(name)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise BadMessageError(f"messages[{i}].{name} must be a non-negative integer")
+    return value
+
+
+def parse_json_produce(raw: bytes, max_messages: int,
+                       extras: dict[str, Any] | None = None) -> tuple[list[Draft], bool]:
+    """Drafts and the ``transactional`` flag of a JSON produce body; ``extras`` receives ``check_url``."""
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -149,6 +163,11 @@ def parse_json_produce(raw: bytes, max_messages: int) -> tuple[list[Draft], bool
     transactional = doc.get("transactional", False)
     if not isinstance(transactional, bool):
         raise BadRequestError("'transactional' must be true or false")
+    check_url = doc.get("check_url")
+    if check_url is not None and not (isinstance(check_url, str) and check_url.startswith(("http://", "https://"))):
+        raise BadRequestError("'check_url' must be an http:// or https:// URL")
+    if extras is not None and check_url:
+        extras["check_url"] = check_url
     drafts = []
     for i, item in enumerate(items):
         # Fast path: {"body": "text"} alone, the common high-rate shape.
@@ -188,6 +207,7 @@ def parse_arrow_produce(raw: bytes, max_messages: int) -> list[Draft]:
     tags = _column(table, "tags")
     props = _column(table, "properties")
     qids = _column(table, "queue_id")
+    delays, ats = _column(table, "delay_level"), _column(table, "deliver_at_ms")
     drafts = []
     for i, body in enumerate(bodies):
         if body is None:
@@ -200,6 +220,8 @@ def parse_arrow_produce(raw: bytes, max_messages: int) -> list[Draft]:
                 tags[i] if tags is not None else None,
                 dict(props[i]) if props is not None and props[i] is not None else None,
                 qids[i] if qids is not None else None,
+                delays[i] if delays is not None else None,
+                ats[i] if ats is not None else None,
             )
         )
     return drafts
