@@ -100,7 +100,8 @@ class Broker:
         identity = BrokerIdentity(b.cluster, b.name, b.broker_id, address,
                                   self.replication.ha_address(self.settings.advertised_host()))
         self.registrar = NamesrvRegistrar(b.namesrv_addr, identity, lambda: topics_payload(self.topics.list()),
-                                          lambda: self.data_version, interval_s=b.register_interval_s)
+                                          lambda: self.data_version, interval_s=b.register_interval_s,
+                                          token=self.settings.auth.token, ca_file=self.settings.tls.ca_file)
         self.registrar.start()
 
     def _topics_changed(self) -> None:

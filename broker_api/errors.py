@@ -26,6 +26,8 @@ __all__ = [
     "TopicExistsError",
     "GroupNotFoundError",
     "PermissionDeniedError",
+    "AccessDeniedError",
+    "UnauthenticatedError",
     "GroupDisabledError",
     "SlaveReadOnlyError",
     "BatchTooLargeError",
@@ -111,6 +113,19 @@ class PermissionDeniedError(BrokerError):
     """Raised when a topic's permission forbids the operation (perm r/w)."""
 
 
+class AccessDeniedError(PermissionDeniedError):
+    """Raised when the authenticated user's policy does not allow an action on a resource."""
+
+    def __init__(self, message: str, *, resource: str = "", action: str = "") -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.action = action
+
+
+class UnauthenticatedError(BrokerError):
+    """Raised when a request carries no credentials, unknown ones or a bad signature."""
+
+
 class GroupDisabledError(BrokerError):
     """Raised when a consumer group was disabled by slow-consumer protection."""
 
@@ -156,6 +171,7 @@ ERROR_TABLE: ErrorTable = {
     GroupNotFoundError: (404, "group_not_found"),
     TopicExistsError: (409, "topic_exists"),
     PermissionDeniedError: (403, "permission_denied"),
+    UnauthenticatedError: (401, "unauthenticated"),
     GroupDisabledError: (403, "group_disabled"),
     SlaveReadOnlyError: (403, "slave_read_only"),
     BatchTooLargeError: (413, "batch_too_large"),

@@ -14,6 +14,7 @@ round; it never blocks the broker.  ``stop()`` unregisters, best effort.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -106,8 +107,12 @@ class NamesrvRegistrar:
         data_version_provider: Callable[[], DataVersion],
         interval_s: float = 30.0,
         timeout_s: float = 3.0,
+        token: str = "",
+        ca_file: str = "",
     ) -> None:
         self.identity = identity
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}  # the NameServer's [auth]
+        self._verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self._topics = topics_provider
         self._version = data_version_provider
         self._interval_s = interval_s
@@ -270,7 +275,7 @@ class NamesrvRegistrar:
     def _open(self) -> None:
         timeout = httpx.Timeout(self._timeout_s)
         for st in self._states.values():
-            st.http = httpx.Client(timeout=timeout)
+            st.http = httpx.Client(timeout=timeout, headers=self._headers, verify=self._verify)
         self._pool = ThreadPoolExecutor(max_workers=len(self._states), thread_name_prefix="namesrv-register")
 
     def _close(self) -> None:

@@ -83,11 +83,12 @@ class _Server(uvicorn.Server):
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
                     break
-            self._broker.start_registration(f"http://{self._settings.advertised_host()}:{port}")
+            scheme = self._settings.scheme
+            self._broker.start_registration(f"{scheme}://{self._settings.advertised_host()}:{port}")
             control = self._start_control(host)
             bound = memory_bound_bytes(self._settings) >> 20
             print(
-                f"sparkmq broker {b.name} ready on http://{host}:{port} (data in {self._settings.data_path.resolve()})"
+                f"sparkmq broker {b.name} ready on {scheme}://{host}:{port} (data in {self._settings.data_path.resolve()})"
                 f"{control}; anonymous memory bound ~{bound} MiB with 1000 connections ([server] *_inflight_bytes)",
                 flush=True,
             )
@@ -105,7 +106,7 @@ class _Server(uvicorn.Server):
             logging.getLogger(__name__).error("control listener not started: %s", exc)
             return ""
         self._broker.admin_address = address
-        return f"; control listener (/healthz /readyz /metrics /v1/broker) on http://{address}"
+        return f"; control listener (/healthz /readyz /metrics /v1/broker) on {self._settings.scheme}://{address}"
 
 
 def serve(settings: BrokerSettings) -> None:
@@ -123,6 +124,8 @@ def serve(settings: BrokerSettings) -> None:
         lifespan="on",
         loop=settings.server.event_loop,
         timeout_graceful_shutdown=5,
+        ssl_certfile=settings.tls.certfile or None,
+        ssl_keyfile=settings.tls.keyfile or None,
     )
     server = _Server(config, settings, app.state.broker)
     server.run()

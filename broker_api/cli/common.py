@@ -16,6 +16,8 @@ import socket
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
 import click
@@ -33,9 +35,12 @@ from ..errors import BrokerError
 __all__ = [
     "DEFAULT_URL",
     "AsJson",
+    "ClientOptions",
     "Namesrv",
     "Url",
     "check_listen_address",
+    "client_options",
+    "set_client_options",
     "console",
     "fail",
     "note",
@@ -98,6 +103,8 @@ def check_listen_address(host: str, port: int, what: str) -> None:
 
 
 def _hint(namesrv: str | None, exc: BrokerUnreachableError) -> str:
+    if "CERTIFICATE_VERIFY_FAILED" in exc.message:
+        return " (the server's certificate is not trusted: pass --ca-file or set SPARKMQ_CA_FILE)"
     if exc.broker:  # the NameServers answered; the message names the broker that did not
         return " (start it again, or read the others with --allow-partial where the command has it)"
     if namesrv:
@@ -105,11 +112,34 @@ def _hint(namesrv: str | None, exc: BrokerUnreachableError) -> str:
     return " (is the broker running? start one with `sparkmq serve`, or pass --url)"
 
 
+@dataclass(frozen=True)
+class ClientOptions:
+    """The root options every client command shares (``sparkmq --token ... --ca-file ... COMMAND``)."""
+
+    token: str | None = None
+    ca_file: str | None = None
+
+
+# Set by the root command's callback for the command it runs (a context variable, not a global setting).
+_CLIENT_OPTIONS: ContextVar[ClientOptions] = ContextVar("sparkmq_client_options", default=ClientOptions())
+
+
+def set_client_options(options: ClientOptions) -> None:
+    _CLIENT_OPTIONS.set(options)
+
+
+def client_options() -> ClientOptions:
+    """The root command's ``--token`` / ``--ca-file`` (or their environment variables)."""
+    return _CLIENT_OPTIONS.get()
+
+
 @contextmanager
 def open_client(url: str, namesrv: str | None) -> Iterator[SparkMQClient]:
     """A :class:`SparkMQClient` (``--namesrv`` wins over ``--url``); its errors exit 1 with one line."""
+    o = client_options()
     try:
-        with SparkMQClient(namesrv=namesrv) if namesrv else SparkMQClient(url) as client:
+        with (SparkMQClient(namesrv=namesrv, token=o.token, ca_file=o.ca_file) if namesrv
+              else SparkMQClient(url, token=o.token, ca_file=o.ca_file)) as client:
             yield client
     except BrokerUnreachableError as exc:
         fail(exc.message + _hint(namesrv, exc))

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from .common import check_listen_address, fail, validation_summary
+from .common import check_listen_address, fail, note, validation_summary
+from ..auth import exposure_warning
 from ..namesrv.settings import load_namesrv_settings
 
 __all__ = ["namesrv_command"]
@@ -20,6 +21,10 @@ def namesrv_command(
     config: Annotated[
         Path | None, typer.Option(help="TOML settings file (default: ./conf/namesrv.toml if present).")
     ] = None,
+    ssl_certfile: Annotated[Path | None, typer.Option(
+        "--ssl-certfile", help="PEM certificate chain: serve HTTPS (tls_certfile).")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(
+        "--ssl-keyfile", help="PEM private key of --ssl-certfile (tls_keyfile).")] = None,
 ) -> None:
     """Run a NameServer (brokers register, clients look up routes).
 
@@ -31,14 +36,21 @@ def namesrv_command(
       sparkmq namesrv
 
       sparkmq namesrv --port 9877 --config conf/namesrv.toml
+
+      SPARKMQ_NAMESRV_AUTH_ENABLED=true sparkmq namesrv --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
     try:
-        settings = load_namesrv_settings(config, host=host, port=port)
+        settings = load_namesrv_settings(config, host=host, port=port,
+                                         tls_certfile=str(ssl_certfile) if ssl_certfile else None,
+                                         tls_keyfile=str(ssl_keyfile) if ssl_keyfile else None)
     except FileNotFoundError as exc:
         fail(str(exc), code=2)  # 2, as ``run_namesrv`` has always answered a bad configuration
     except ValidationError as exc:
         fail(f"invalid NameServer settings: {validation_summary(exc)}", code=2)
     check_listen_address(settings.host, settings.port, "NameServer")
+    warning = exposure_warning(settings.host, settings.auth_enabled, bool(settings.tls_certfile), "NameServer")
+    if warning:
+        note(warning)
     from ..namesrv.server import serve_namesrv  # loads FastAPI: only when serving
 
     serve_namesrv(settings)

@@ -11,6 +11,8 @@
     sparkmq groups [GROUP]; sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]   (cli/groups.py)
     sparkmq sql "SELECT ..."                             (cli/sql.py, over the Delta mirror)
     sparkmq cluster [--namesrv A]                        (cli/cluster.py: roles, slaves, replication lag)
+    sparkmq user add|remove|list; sparkmq acl grant|revoke|list   (cli/acl.py: [auth] users and policies)
+    sparkmq --token USER:SECRET --ca-file CA.pem COMMAND ...      (env SPARKMQ_TOKEN, SPARKMQ_CA_FILE)
 
 Output rules (stdout for data, stderr for progress and one-line errors) are
 in ``cli/common.py``.
@@ -31,13 +33,15 @@ from pydantic import ValidationError
 
 from .bench import bench_command
 from .cluster import cluster_command
-from .common import check_listen_address, fail, note, validation_summary
+from .acl import acl_app, user_app
+from .common import ClientOptions, check_listen_address, fail, note, set_client_options, validation_summary
 from .consume import consume
 from .groups import groups, offsets
 from .produce import produce
 from .sql import sql_command
 from .topic import topic_app
 from .namesrv import namesrv_command
+from ..auth import exposure_warning
 from ..settings import load_settings
 
 __all__ = ["app", "main"]
@@ -79,6 +83,10 @@ def serve(
     admin_port: Annotated[int | None, typer.Option(
         "--admin-port", min=-1, max=65535,
         help="Control listener for /healthz /readyz /metrics /v1/broker (default: any free port; -1 = none).")] = None,
+    ssl_certfile: Annotated[Path | None, typer.Option(
+        "--ssl-certfile", help="PEM certificate chain: serve HTTPS (tls.certfile setting).")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(
+        "--ssl-keyfile", help="PEM private key of --ssl-certfile (tls.keyfile setting).")] = None,
 ) -> None:
     """Run a broker on its embedded defaults.
 
@@ -95,6 +103,8 @@ def serve(
       sparkmq serve --namesrv 127.0.0.1:9876 --cluster c1 --broker-name broker-a
 
       sparkmq serve --port 8081 --data-dir ./data-s --broker-id 1 --ha-master-addr 127.0.0.1:10912
+
+      SPARKMQ_AUTH__ENABLED=true sparkmq serve --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
     from ..server import serve as run_server
 
@@ -105,17 +115,36 @@ def serve(
     server = {"admin_port": admin_port} if admin_port is not None else {}
     ha_flags = {"role": broker_role, "listen_port": ha_port, "master_addr": ha_master_addr, "master_url": master_url}
     ha = {k: v for k, v in ha_flags.items() if v is not None}
+    tls = {k: str(v) for k, v in (("certfile", ssl_certfile), ("keyfile", ssl_keyfile)) if v is not None}
     try:
-        settings = load_settings(config, broker=broker, store=store, ha=ha, server=server)
+        settings = load_settings(config, broker=broker, store=store, ha=ha, tls=tls, server=server)
     except FileNotFoundError as exc:
         fail(str(exc))
     except ValidationError as exc:
         fail(f"invalid settings: {validation_summary(exc)}")
     check_listen_address(settings.broker.host, settings.broker.port, "broker")
+    warning = exposure_warning(settings.broker.host, settings.auth.enabled, settings.tls.enabled, "broker")
+    if warning:
+        note(warning)
     run_server(settings)
 
 
+@app.callback()
+def _client_options(
+    token: Annotated[str | None, typer.Option(
+        "--token", envvar="SPARKMQ_TOKEN", help="Credentials <user>:<secret> for brokers and NameServers "
+        "with [auth] enabled (from `sparkmq user add`).")] = None,
+    ca_file: Annotated[str | None, typer.Option(
+        "--ca-file", envvar="SPARKMQ_CA_FILE", help="PEM CA bundle that signed the brokers' and "
+        "NameServers' certificates (https:// URLs).")] = None,
+) -> None:
+    """Options every client command shares: sparkmq --token U:S --ca-file ca.pem COMMAND ..."""
+    set_client_options(ClientOptions(token=token, ca_file=ca_file))
+
+
 app.add_typer(topic_app, name="topic")
+app.add_typer(user_app, name="user")
+app.add_typer(acl_app, name="acl")
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("groups")(groups)

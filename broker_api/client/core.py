@@ -2,6 +2,7 @@
 
     SparkMQClient(endpoint="http://127.0.0.1:8080")          one broker
     SparkMQClient(namesrv="127.0.0.1:9876;127.0.0.1:9877")    the brokers the NameServers route to
+    SparkMQClient(url, token="alice:SECRET", ca_file="ca.pem")  [auth] and TLS (client/auth.py)
 
 With ``namesrv`` every call looks the topic's route up (cached for
 ``route_ttl_s``) and goes to the master (broker id 0) of each broker name
@@ -38,6 +39,7 @@ from ..errors import BadRequestError, BrokerError, GroupNotFoundError, TopicNotF
 from ..namesrv.client import NamesrvClient
 from ..namesrv.errors import NamesrvAddressError, NamesrvUnavailableError, TopicRouteNotFoundError
 from ..namesrv.wire import normalize_url
+from .auth import http_options
 from .results import (
     BrokerUnreachableError,
     PullResult,
@@ -73,17 +75,20 @@ class SparkMQClient:
 
     def __init__(self, endpoint: str | None = None, *, namesrv: str | Iterable[str] | None = None,
                  timeout_s: float = 35.0, route_ttl_s: float = 5.0, send_retries: int = 2,
-                 backoff_max_s: float = 60.0, busy_retries: int = 3) -> None:
+                 backoff_max_s: float = 60.0, busy_retries: int = 3, token: str | None = None,
+                 user: str | None = None, secret: str | None = None, ca_file: str | None = None) -> None:
         if (endpoint is None) == (namesrv is None):
             raise BadRequestError("give exactly one of endpoint= (a broker URL) or namesrv= (host:port;...)")
         if send_retries < 0 or busy_retries < 0:
             raise BadRequestError(f"send_retries and busy_retries must be >= 0, got {send_retries}, {busy_retries}")
         try:
+            options = http_options(token, user, secret, ca_file)  # bearer token or HMAC; the CA to trust
             self.endpoint = normalize_url(endpoint) if endpoint is not None else None
-            self._namesrv = NamesrvClient(namesrv, timeout_s=min(timeout_s, 5.0)) if namesrv is not None else None
-        except NamesrvAddressError as exc:
-            raise BadRequestError(exc.message) from exc
-        self._http = httpx.Client(timeout=timeout_s)
+            self._namesrv = (NamesrvClient(namesrv, timeout_s=min(timeout_s, 5.0), **options)
+                             if namesrv is not None else None)
+        except (NamesrvAddressError, ValueError, OSError) as exc:
+            raise BadRequestError(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}") from exc
+        self._http = httpx.Client(timeout=timeout_s, **options)
         self._route_ttl_s = route_ttl_s
         self._routes: dict[str, Route] = {}
         self._endpoint_name: str | None = None

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from ..broker import Broker
 from ..settings import BrokerSettings
 from . import admin, groups, ha, messages, ops, sql, transactions
+from .auth import install_auth
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware
 
@@ -47,7 +48,8 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.state.mirror = None
     install_handlers(app)
     app.add_middleware(HotPathMiddleware)
-    app.add_middleware(ha.SlaveGuardMiddleware)  # outermost: a slave refuses writes before admission
+    app.add_middleware(ha.SlaveGuardMiddleware)  # a slave refuses writes before admission
+    install_auth(app, settings)  # outermost when [auth] enabled: no credentials, no admission slot
     app.include_router(ops.control_router)
     for module in (messages, admin, groups, transactions, ops, sql, ha):
         app.include_router(module.router)

@@ -30,6 +30,7 @@ from fastapi import FastAPI
 
 from ..broker import Broker
 from . import ops
+from .auth import install_auth
 from .errors import install_handlers
 from .hotpath import ControlCountingMiddleware
 
@@ -44,6 +45,7 @@ def _control_app(broker: Broker) -> FastAPI:
     app.state.settings = broker.settings
     install_handlers(app)
     app.add_middleware(ControlCountingMiddleware)
+    install_auth(app, broker.settings)  # [auth] control_open = false: the control routes need a user too
     app.include_router(ops.control_router)
     return app
 
@@ -52,9 +54,11 @@ class ControlServer:
     """The control listener's thread and uvicorn server; ``start()`` returns once it listens."""
 
     def __init__(self, broker: Broker, host: str, port: int, log_level: str = "warning") -> None:
+        tls = broker.settings.tls  # the same certificate as the main listener
         config = uvicorn.Config(_control_app(broker), host=host, port=port, log_level=log_level,
                                 access_log=False, lifespan="off", loop="asyncio",
-                                timeout_graceful_shutdown=1)
+                                timeout_graceful_shutdown=1, ssl_certfile=tls.certfile or None,
+                                ssl_keyfile=tls.keyfile or None)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
         self.address: str | None = None

@@ -7,6 +7,11 @@
     GET  /v1/topics                      topic -> broker names
     GET  /v1/cluster                     clusters, brokers, roles, heartbeats
     GET  /healthz
+
+With ``auth_enabled`` every route but ``/healthz`` needs an authenticated
+user (:mod:`broker_api.http.auth`), and the three broker routes need
+``Cluster:<cluster of the body>`` Admin: a broker registers with its
+``[auth] token``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from ..http.errors import error_response, install_common_handlers, lookup
+from ..auth import Authenticator, Permission, UserStore
+from ..auth.routes import OPEN_PATHS
+from ..http.auth import PRINCIPAL_KEY, AuthMiddleware
+from ..errors import BrokerError
+from ..http.errors import error_response, install_common_handlers, lookup, response_for
 from .errors import ERROR_TABLE, BadCrcError, NamesrvError
 from .models import QueryDataVersionBody, RegisterBody, UnregisterBody
 from .route_table import RouteTable
@@ -47,6 +56,7 @@ def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = Non
     app.state.routes = routes
     app.state.scan = scan
     install_handlers(app)
+    app.state.auth = _install_auth(app, settings)
     _broker_routes(app, routes)
     _client_routes(app, routes)
     return app
@@ -56,6 +66,7 @@ def _broker_routes(app: FastAPI, routes: RouteTable) -> None:
     @app.post("/v1/brokers/register")
     async def register(body: RegisterBody, request: Request) -> dict[str, Any]:
         """Register a broker with its topics; a slave learns its master's addresses."""
+        _may_register(request, body.cluster)
         raw = orjson.loads(await request.body())
         expected = body_crc32(raw)
         if expected != body.crc32:
@@ -68,13 +79,15 @@ def _broker_routes(app: FastAPI, routes: RouteTable) -> None:
                 "ha_server_address": result.ha_server_address}
 
     @app.post("/v1/brokers/query-data-version")
-    async def query_data_version(body: QueryDataVersionBody) -> dict[str, bool]:
+    async def query_data_version(body: QueryDataVersionBody, request: Request) -> dict[str, bool]:
         """``changed: false`` means the topics are current (and counts as a heartbeat)."""
+        _may_register(request, body.cluster)
         return {"changed": routes.needs_register(body, body.data_version)}
 
     @app.post("/v1/brokers/unregister")
-    async def unregister(body: UnregisterBody) -> dict[str, bool]:
+    async def unregister(body: UnregisterBody, request: Request) -> dict[str, bool]:
         """Forget a broker address now, with its routes if it was the last of its name."""
+        _may_register(request, body.cluster)
         routes.unregister(body)
         return {"ok": True}
 
@@ -100,12 +113,36 @@ def _client_routes(app: FastAPI, routes: RouteTable) -> None:
         return {"status": "ok", "brokers": routes.broker_count()}
 
 
+def _install_auth(app: FastAPI, settings: NamesrvSettings) -> Authenticator | None:
+    if not settings.auth_enabled:
+        return None
+    authenticator = Authenticator(UserStore(settings.auth_dir), settings.auth_max_clock_skew_s)
+
+    def permissions(method: str, path: str, query: str) -> list[Permission] | None:
+        return None if path in OPEN_PATHS else []
+
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, permissions=permissions)
+    return authenticator
+
+
+def _may_register(request: Request, cluster: str) -> None:
+    """With auth on: raise AccessDeniedError (403) unless the user has ``Cluster:<cluster>`` Admin."""
+    authenticator: Authenticator | None = request.app.state.auth
+    if authenticator is not None:
+        authenticator.authorize(request.scope[PRINCIPAL_KEY], [(f"Cluster:{cluster}", "Admin")])
+
+
 async def _handle_mapped(request: Request, exc: Exception) -> Response:
     status, code = lookup(ERROR_TABLE, exc)
     return error_response(status, code, str(exc) or type(exc).__name__)
 
 
+async def _handle_auth(request: Request, exc: Exception) -> Response:
+    return response_for(exc)  # AccessDeniedError: the broker's 403 permission_denied
+
+
 def install_handlers(app: FastAPI) -> None:
     """Register the mapped handler plus FastAPI's validation and HTTP errors."""
     app.add_exception_handler(NamesrvError, _handle_mapped)
+    app.add_exception_handler(BrokerError, _handle_auth)
     install_common_handlers(app, "NameServer API")

@@ -21,9 +21,10 @@ class NamesrvClient:
     just restarted), is skipped.
     """
 
-    def __init__(self, addrs: str | Iterable[str], timeout_s: float = 3.0) -> None:
+    def __init__(self, addrs: str | Iterable[str], timeout_s: float = 3.0, **http_options: Any) -> None:
+        """``http_options`` go to ``httpx.Client`` (credentials, ``verify``: see ``client/auth.py``)."""
         self.addrs = parse_namesrv_addrs(addrs)
-        self._http = httpx.Client(timeout=timeout_s)
+        self._http = httpx.Client(timeout=timeout_s, **http_options)
 
     def close(self) -> None:
         self._http.close()

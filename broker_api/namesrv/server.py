@@ -36,7 +36,8 @@ class _Server(uvicorn.Server):
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
                     break
-            print(f"sparkmq namesrv ready on http://{host}:{port}", flush=True)
+            scheme = "https" if self.config.ssl_certfile else "http"
+            print(f"sparkmq namesrv ready on {scheme}://{host}:{port}", flush=True)
 
 
 def serve_namesrv(settings: NamesrvSettings) -> None:
@@ -51,6 +52,8 @@ def serve_namesrv(settings: NamesrvSettings) -> None:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=5,
+        ssl_certfile=settings.tls_certfile or None,
+        ssl_keyfile=settings.tls_keyfile or None,
     )
     server = _Server(config)
     server.run()

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import (
     SettingsConfigDict,
 )
@@ -42,6 +42,26 @@ class NamesrvSettings(TomlSettings):
         "A broker silent this long (seconds) is dropped with its routes; brokers heartbeat every 30 s."))
     log_level: Literal["debug", "info", "warning", "error"] = Field(default="info", description=(
         "Log level; info logs broker removals and errors."))
+    tls_certfile: str = Field(default="", description=(
+        'PEM certificate chain to serve HTTPS with (`--ssl-certfile`); "" = plain HTTP.'))
+    tls_keyfile: str = Field(default="", description="PEM private key of tls_certfile (`--ssl-keyfile`).")
+    auth_enabled: bool = Field(default=False, description=(
+        "Require credentials on every request but /healthz (as a broker's [auth]); a registration needs "
+        "`Cluster:<cluster>` Admin, route look-ups any user."))
+    auth_dir: str = Field(default="namesrv-auth", description=(
+        "Directory of users.json and acls.json (`sparkmq user add NAME --auth-dir DIR`)."))
+    auth_max_clock_skew_s: float = Field(default=300.0, gt=0, description=(
+        "Largest difference (seconds) between a signed request's date and this clock."))
+
+    @model_validator(mode="after")
+    def _check_tls(self) -> NamesrvSettings:
+        if bool(self.tls_certfile) != bool(self.tls_keyfile):
+            raise ValueError("tls_certfile and tls_keyfile go together (--ssl-certfile and --ssl-keyfile)")
+        for name in ("tls_certfile", "tls_keyfile"):
+            value = getattr(self, name)
+            if value and not Path(value).is_file():
+                raise ValueError(f"{name} {value!r} is not a readable file")
+        return self
 
 
 def default_namesrv_config_path() -> Path | None:
