@@ -108,7 +108,7 @@ class RoutedBrokers(Brokers):
     def __init__(self, config: ClientConfig) -> None:
         super().__init__()
         self._config = config
-        self._lookup = NamesrvLookup(config.namesrv, timeout_s=min(10.0, config.timeout_s))
+        self._lookup = NamesrvLookup(config.namesrv, timeout_s=min(10.0, config.timeout_s), trust=config.trust)
         self._clients: dict[tuple[str, ...], BrokerClient] = {}
         self._serving: dict[str, dict[str, BrokerRoute]] = {}
         self._namesrv_down: set[str] = set()
@@ -180,7 +180,7 @@ class RoutedBrokers(Brokers):
     def _client(self, route: BrokerRoute) -> BrokerClient:
         if route.addresses not in self._clients:
             config = ClientConfig(endpoints=route.addresses, timeout_s=self._config.timeout_s,
-                                  broker=route.name)
+                                  broker=route.name, trust=self._config.trust)
             # one pass: a broker that does not answer is waited for by the caller
             self._clients[route.addresses] = BrokerClient(config, health=self.health, rounds=1)
         return self._clients[route.addresses]

@@ -77,7 +77,7 @@ class BrokerClient:
         self._health = health if health is not None else BrokerHealth()
         self._rounds = max(1, rounds)
         timeout = httpx.Timeout(config.timeout_s, connect=min(5.0, config.timeout_s))
-        self._http = httpx.Client(timeout=timeout)
+        self._http = httpx.Client(timeout=timeout, **config.trust.http_options())
 
     def close(self) -> None:
         self._http.close()

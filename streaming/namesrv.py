@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from .auth import Trust
 from .errors import NamesrvUnavailableError, TopicNotFoundError
 
 __all__ = ["BrokerRoute", "NamesrvLookup"]
@@ -77,9 +78,10 @@ def parse_route(body: dict[str, Any]) -> dict[str, BrokerRoute]:
 class NamesrvLookup:
     """Route and topic look-ups over one or more NameServers (full ``http://`` URLs)."""
 
-    def __init__(self, addrs: tuple[str, ...], timeout_s: float = 10.0) -> None:
+    def __init__(self, addrs: tuple[str, ...], timeout_s: float = 10.0, trust: Trust = Trust()) -> None:
         self._addrs = addrs
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(3.0, timeout_s)))
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(3.0, timeout_s)),
+                                  **trust.http_options())
 
     def close(self) -> None:
         self._http.close()

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .auth import Trust, parse_trust
 from .errors import OptionError
 from .offset_options import (
     EARLIEST,
@@ -75,6 +76,7 @@ class ClientConfig:
     broker: str = ""
     retries: int = 3  # fetchOffset.numRetries: passes over the addresses (driver look-ups)
     retry_interval_ms: int | None = None  # fetchOffset.retryIntervalMs (None: 0.1, 0.3, 1 s)
+    trust: Trust = Trust()  # token | user + secret, caFile (see auth.py)
 
     @property
     def routed(self) -> bool:
@@ -178,7 +180,7 @@ def parse_client(options: Mapping[str, str]) -> ClientConfig:
                           "(a cluster found through NameServers), not both")
     if namesrv is not None:
         return ClientConfig((), timeout_ms / 1000.0, _parse_namesrv(namesrv), retries=retries,
-                            retry_interval_ms=interval)
+                            retry_interval_ms=interval, trust=parse_trust(options))
     if raw is None:
         raise OptionError(
             "option 'endpoint' is required: the broker URL(s), comma separated, "
@@ -192,7 +194,7 @@ def parse_client(options: Mapping[str, str]) -> ClientConfig:
                 f"option 'endpoint': {url!r} is not a broker URL like http://host:port"
             )
     return ClientConfig(endpoints=endpoints, timeout_s=timeout_ms / 1000.0, retries=retries,
-                        retry_interval_ms=interval)
+                        retry_interval_ms=interval, trust=parse_trust(options))
 
 
 def _parse_subscription(options: Mapping[str, str]) -> Subscription:

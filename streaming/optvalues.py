@@ -26,7 +26,7 @@ __all__ = [
     "duration_ms",
 ]
 
-_CONNECTION = ("endpoint", "namesrv", "requestTimeoutMs")
+_CONNECTION = ("endpoint", "namesrv", "requestTimeoutMs", "token", "user", "secret", "caFile")
 
 READER_OPTIONS: tuple[str, ...] = _CONNECTION + (
     "subscribe", "subscribePattern", "assign",

@@ -99,7 +99,7 @@ def _config(opts: ReaderOptions, part: QueuePartition) -> ClientConfig:
     if not part.addresses:
         return opts.client
     return ClientConfig(endpoints=part.addresses, timeout_s=opts.client.timeout_s,
-                        broker=part.broker)
+                        broker=part.broker, trust=opts.client.trust)
 
 
 def _behind(page: Page, part: QueuePartition) -> bool:

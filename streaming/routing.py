@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .auth import Trust
 from .errors import SinkError
 from .namesrv import BrokerRoute, NamesrvLookup
 
@@ -127,8 +128,8 @@ def split_by_broker(
 class TopicRouter:
     """Per-task cache of writable brokers per topic, from the NameServer(s)."""
 
-    def __init__(self, namesrv: tuple[str, ...], timeout_s: float) -> None:
-        self._lookup = NamesrvLookup(namesrv, timeout_s=min(10.0, timeout_s))
+    def __init__(self, namesrv: tuple[str, ...], timeout_s: float, trust: Trust = Trust()) -> None:
+        self._lookup = NamesrvLookup(namesrv, timeout_s=min(10.0, timeout_s), trust=trust)
         self._namesrv = namesrv
         self._routes: dict[str, list[BrokerRoute]] = {}
 

@@ -66,7 +66,7 @@ class TaskSender:
         self.names: dict[str, str] = {}
         self.rows = 0
         routed = opts.client.routed
-        self.router = TopicRouter(opts.client.namesrv, opts.client.timeout_s) if routed else None
+        self.router = TopicRouter(opts.client.namesrv, opts.client.timeout_s, opts.client.trust) if routed else None
 
     def client(self, address: str) -> BrokerClient:
         if address not in self._clients:
@@ -74,7 +74,7 @@ class TaskSender:
                 self._clients[address] = BrokerClient(self._opts.client)
             else:  # one pass: a broker that does not answer is routed around
                 config = ClientConfig(endpoints=(address,), timeout_s=self._opts.client.timeout_s,
-                                      broker=self.names.get(address, ""))
+                                      broker=self.names.get(address, ""), trust=self._opts.client.trust)
                 self._clients[address] = BrokerClient(config, health=self.health, rounds=1)
         return self._clients[address]
 

@@ -107,7 +107,7 @@ def _per_broker(
                 merged.setdefault(address, []).extend(txids)
     return [
         (names.get(addr, addr),
-         ClientConfig((addr,), opts.client.timeout_s, broker=names.get(addr, "")),
+         ClientConfig((addr,), opts.client.timeout_s, broker=names.get(addr, ""), trust=opts.client.trust),
          sorted(txids))
         for addr, txids in sorted(merged.items(), key=lambda kv: names.get(kv[0], kv[0]))
     ]

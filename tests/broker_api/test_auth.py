@@ -184,3 +184,21 @@ def test_namesrv_checks_registrations_and_lookups(secured: Cluster) -> None:
     assert "Admin on Cluster:DefaultCluster" in refused.json()["message"]
     with SparkMQClient(namesrv=f"127.0.0.1:{secured.namesrv.port}", token=secured.tokens["app"]) as routed:
         assert routed.produce("orders", ["routed"])[0].broker == "broker-a"
+
+
+def test_spark_batch_read_with_token_and_hmac(secured: Cluster, spark: object) -> None:
+    import streaming
+
+    streaming.register(spark)
+    with SparkMQClient(secured.broker.url, token=secured.tokens["app"]) as app:
+        app.produce("orders", ["for spark"])
+    user, secret = secured.tokens["app"].split(":", 1)
+    read = spark.read.format("sparkmq").option("endpoint", secured.broker.url)  # type: ignore[attr-defined]
+    rows = read.option("subscribe", "orders").option("token", secured.tokens["app"]).load().collect()
+    assert "for spark" in {bytes(r["value"]).decode() for r in rows}
+    signed = (spark.read.format("sparkmq").option("endpoint", secured.broker.url)  # type: ignore[attr-defined]
+              .option("subscribe", "orders").option("user", user).option("secret", secret).load().count())
+    assert signed == len(rows)
+    with pytest.raises(Exception, match="Sub on Topic:orders"):
+        (spark.read.format("sparkmq").option("endpoint", secured.broker.url)  # type: ignore[attr-defined]
+         .option("subscribe", "orders").option("token", secured.tokens["reader"]).load().collect())
