@@ -31,15 +31,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from store import Message, MessageStore, PutResult
 from store.schedule import (
+    TIMER_TOPIC,
     LevelDeliverer,
     ScheduleProgress,
+    delivered_origins,
     install_due_time_codes,
     parse_levels,
+    read_scheduled,
+    restore,
     to_schedule,
     to_timer,
 )
+from store.timer import TimerStore
 
 from .errors import BadMessageError
 from .metrics import render_gauge
@@ -95,8 +102,12 @@ class DelayService:
         install_due_time_codes(store, self.levels_ms)  # before the store recovers: re-dispatch needs it
         self.levels = LevelDeliverer(store, self.levels_ms, ScheduleProgress(meta_dir / "delay_offsets.json"),
                                      self._put)
+        self.timer = TimerStore(Path(store.config.root) / "timer", section.timer_precision_ms,
+                                section.max_delay_s * 1000)
+        self._timer_skip: set[int] = set()
         self._loops: list[_Loop] = []
-        self._last_save = 0.0
+        self._last_save = self._timer_saved = 0.0
+        self.timer_delivered = 0
         self.delivering = False
 
     # -- the API ---------------------------------------------------------
@@ -118,6 +129,8 @@ class DelayService:
             if deliver_at_ms > latest:
                 raise BadMessageError(f"deliver_at_ms {deliver_at_ms} is more than {self._cfg.max_delay_s} s "
                                       "ahead ([delay] max_delay_s); deliver it later in steps")
+            if deliver_at_ms <= _now_ms():  # already due: delivered as it is (as RocketMQ)
+                return message
             return to_timer(message, deliver_at_ms)
         return message
 
@@ -132,11 +145,14 @@ class DelayService:
     def start(self, deliver: bool) -> None:
         """Load progress; with ``deliver`` (a master) start the delivering threads."""
         self.levels.load()
+        self.timer.load(_now_ms())
+        self._timer_skip = delivered_origins(self._store, self.timer.progress.commitlog_end)
         self.delivering = deliver
         if not deliver:
             return
         period = self._cfg.poll_interval_ms / 1000
-        self._loops = [_Loop("sparkmq-delay-levels", period, self._levels_step)]
+        self._loops = [_Loop("sparkmq-delay-levels", period, self._levels_step),
+                       _Loop("sparkmq-delay-timer", period, self._timer_step)]
         for loop in self._loops:
             loop.start()
 
@@ -147,6 +163,8 @@ class DelayService:
             loop.stop()
         if loops:
             self.levels.save()
+            self.timer.save(self._store.max_phy_offset())
+        self.timer.close()
 
     def _put(self, messages: list[Message]) -> None:
         self._store.put_messages(messages)
@@ -161,11 +179,47 @@ class DelayService:
             self._last_save = now
         return moved
 
+    def _timer_step(self) -> int:
+        """One timer pass: deliver the due slots first (catch-up after downtime), then enqueue."""
+        due = self.timer.due(_now_ms())
+        moved = len(due.phys)
+        if moved:
+            records = read_scheduled(self._store, due.phys.tolist())
+            messages = [restore(records, i) for i in range(len(records))
+                        if int(records.phy_offsets[i]) not in self._timer_skip]
+            if messages:
+                self._put(messages)
+            self.timer_delivered += len(messages)
+        now = time.monotonic()
+        if moved or now - self._timer_saved >= self._cfg.progress_interval_s:
+            self.timer.commit(due.next_slot, self._store.max_phy_offset())
+            self._timer_saved = now
+        return moved + self._enqueue()
+
+    def _enqueue(self, batch: int = 50_000) -> int:
+        cq = self._store.queues.get(TIMER_TOPIC, 0)
+        if cq is None:
+            return 0
+        start = max(self.timer.enqueue_offset, cq.min_offset())
+        units = cq.read_units(start, batch)
+        if not len(units):
+            return 0
+        keep = units["phy"] >= 0
+        qoffs = start + np.flatnonzero(keep).astype(np.int64)
+        u = units[keep]
+        self.timer.enqueue(qoffs, u["phy"].astype(np.int64), u["size"].astype(np.int32), u["tag"].astype(np.int64))
+        self.timer.enqueue_offset = start + len(units)
+        return len(units)
+
     # -- progress, metrics, slaves ------------------------------------------
 
     def pending(self) -> dict[str, int]:
         """Messages waiting, per level (``"1"``..) and ``"timer"``."""
-        return {str(k): v for k, v in self.levels.pending().items()}
+        out = {str(k): v for k, v in self.levels.pending().items()}
+        cq = self._store.queues.get(TIMER_TOPIC, 0)
+        backlog = max(0, cq.max_offset() - self.timer.enqueue_offset) if cq is not None else 0
+        out["timer"] = self.timer.pending() + backlog
+        return out
 
     def metric_lines(self) -> list[str]:
         pending = [({"level": k}, float(v)) for k, v in self.pending().items()]
@@ -175,14 +229,17 @@ class DelayService:
                                [({}, float(self.delivered()))]))
 
     def delivered(self) -> int:
-        return self.levels.delivered
+        return self.levels.delivered + self.timer_delivered
 
     def progress(self) -> dict[str, Any]:
         """What a slave copies: the level offsets."""
-        return {"levels": dict(self.levels.offsets)}
+        return {"levels": dict(self.levels.offsets), "timer_read_slot": self.timer.read_slot}
 
     def follow(self, progress: dict[str, Any]) -> None:
         """Slave: take the master's progress (never backwards)."""
         levels = progress.get("levels")
         if isinstance(levels, dict):
             self.levels.follow({str(k): int(v) for k, v in levels.items()})
+        slot = progress.get("timer_read_slot")
+        if isinstance(slot, int):
+            self.timer.follow(slot, self._store.max_phy_offset())

@@ -116,3 +116,45 @@ def _read_all(c: httpx.Client, topic: str, qid: int = 0) -> list[dict[str, Any]]
         if page["status"] != "FOUND":
             return out
         offset = page["next_offset"]
+
+
+def test_timer_message_is_delivered_at_deliver_at_ms(fast_broker: Any) -> None:
+    b = fast_broker(DELAY_ENV)
+    with httpx.Client(base_url=b.url, timeout=30) as c:
+        _topic(c, "tm")
+        due = int(time.time() * 1000) + 1500
+        resp = c.post(f"/v1/topics/tm/messages?deliver_at_ms={due}", content=b"raw-timer",
+                      headers={"Content-Type": "application/octet-stream"})
+        assert resp.status_code == 200 and resp.json()["results"][0]["scheduled"], resp.text
+        c.post("/v1/topics/tm/messages", json={"messages": [{"body": "past", "deliver_at_ms": 1}]})
+        assert [m["body"] for m in _read(c, "tm")] == ["past"]  # a past due time is delivered at once
+        got = _wait_for(c, "tm", 2, 5.0)
+        arrived = time.time() * 1000
+        assert [m["body"] for m in got] == ["past", "raw-timer"]
+        assert due <= arrived < due + 1000, arrived - due
+        assert got[1]["store_timestamp"] >= due
+
+
+def test_timer_messages_survive_sigkill_and_are_delivered_once(fast_broker: Any) -> None:
+    b = fast_broker(DELAY_ENV)
+    now = int(time.time() * 1000)
+    with httpx.Client(base_url=b.url, timeout=30) as c:
+        _topic(c, "tk")
+        # due before the kill, due during the downtime, due after the restart
+        for k, at in enumerate((now + 500, now + 2000, now + 5000)):
+            resp = c.post("/v1/topics/tk/messages",
+                          json={"messages": [{"body": f"t{k}-{i}", "deliver_at_ms": at + i} for i in range(200)]})
+            assert resp.status_code == 200
+        assert len(_wait_for(c, "tk", 200, 5.0)) == 200
+    b.kill()
+    time.sleep(2.0)
+    b.start()
+    with httpx.Client(base_url=b.url, timeout=30) as c:
+        assert len(_wait_for(c, "tk", 400, 5.0)) == 400
+        assert 'sparkmq_delay_pending_messages{level="timer"} 200' in c.get("/metrics").text
+    b.restart()  # a clean restart in between keeps the rest pending
+    with httpx.Client(base_url=b.url, timeout=30) as c:
+        _wait_for(c, "tk", 600, 8.0)
+        time.sleep(0.5)
+        bodies = [m["body"] for m in _read(c, "tk")]
+    assert sorted(bodies) == sorted(f"t{k}-{i}" for k in range(3) for i in range(200))
