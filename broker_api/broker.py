@@ -25,9 +25,11 @@ from .groups import GroupManager
 from .longpoll import PullWaiters
 from .memory import trim
 from .metrics import Metrics
+from .pop import PopService
 from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
 from .replication import Replication
+from .pop_config import parse_delays
 from .settings import BrokerSettings
 from .slave_sync import SlaveSyncService
 from .tasks import PeriodicService
@@ -56,6 +58,8 @@ class Broker:
         self.transactions = TransactionService(self.store, meta, settings.transactions)
         self.delay = DelayService(self.store, settings.delay, meta)  # delay levels and timers; see delay.py
         self.metrics = Metrics()
+        self.pop = PopService(self.store, self.topics, self.groups, settings.pop,
+                              parse_delays(settings.pop.retry_levels))  # POP, retry and DLQ; see pop.py
         self.replication = Replication(settings, self.store)
         self.slave_sync: SlaveSyncService | None = None
         self.periodic = PeriodicService()
@@ -80,6 +84,8 @@ class Broker:
         self.topics.ensure_system(HALF_TOPIC)
         self.transactions.start()
         self.delay.start(deliver=not self.replication.is_slave)  # only a master delivers
+        if not self.replication.is_slave:  # a slave's store only takes the master's bytes
+            self.pop.start()
         self.waiters = PullWaiters(loop)
         self.store.add_arrival_listener(self.waiters.on_arrival)
         self.gate.start(loop)
@@ -125,6 +131,7 @@ class Broker:
             self.mirror.stop()
         self.delay.stop()
         self.transactions.stop()
+        self.pop.stop()
         self.groups.persist()
         self.store.shutdown()
 

@@ -235,9 +235,9 @@ class TransactionService:
         """Make the halves visible; committing a committed id again is a no-op."""
         with self._lock:
             tx = self._get(tx_id)
-            if tx.state == _ROLLED_BACK:
+            if tx.state not in (_OPEN, _COMMITTED):  # rolled back, or discarded after its checks
                 raise TransactionStateError(
-                    f"transaction {tx_id} was rolled back (by a client or after {self._cfg.timeout_s:g}s); "
+                    f"transaction {tx_id} was {tx.state} (by a client, its checks or after {self._cfg.timeout_s:g}s); "
                     "produce the messages again in a new transaction"
                 )
             if tx.state == _COMMITTED:
@@ -313,7 +313,7 @@ class TransactionService:
         """Roll back open transactions older than the timeout; returns how many."""
         deadline = _now_ms() - int(self._cfg.timeout_s * 1000)
         with self._lock:
-            stale = [t for t in self._txs.values() if t.state == _OPEN and t.created_ms < deadline]
+            stale = [t for t in self._txs.values() if t.state == _OPEN and t.created_ms < deadline and not t.check_url]
             if stale:
                 self._decide(stale, _ROLLED_BACK)
                 self.expired += len(stale)
