@@ -19,17 +19,16 @@ from store import MessageStore, StoreError
 
 from .admission import Admission
 from .batcher import ProduceBatcher
+from .checkback import CheckBackService
 from .delay import DelayService
 from .fastfail import WriteGate
 from .groups import GroupManager
 from .longpoll import PullWaiters
 from .memory import trim
 from .metrics import Metrics
-from .pop import PopService
 from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
 from .replication import Replication
-from .pop_config import parse_delays
 from .settings import BrokerSettings
 from .slave_sync import SlaveSyncService
 from .tasks import PeriodicService
@@ -57,9 +56,9 @@ class Broker:
         self.writer = ProduceBatcher(self.gate, self.store.put_messages)
         self.transactions = TransactionService(self.store, meta, settings.transactions)
         self.delay = DelayService(self.store, settings.delay, meta)  # delay levels and timers; see delay.py
+        self.checkback = CheckBackService(self.transactions, self.store, settings.transactions,
+                                          lambda name: self.topics.create(name, 1, "rw", exist_ok=True))
         self.metrics = Metrics()
-        self.pop = PopService(self.store, self.topics, self.groups, settings.pop,
-                              parse_delays(settings.pop.retry_levels))  # POP, retry and DLQ; see pop.py
         self.replication = Replication(settings, self.store)
         self.slave_sync: SlaveSyncService | None = None
         self.periodic = PeriodicService()
@@ -84,8 +83,8 @@ class Broker:
         self.topics.ensure_system(HALF_TOPIC)
         self.transactions.start()
         self.delay.start(deliver=not self.replication.is_slave)  # only a master delivers
-        if not self.replication.is_slave:  # a slave's store only takes the master's bytes
-            self.pop.start()
+        if not self.replication.is_slave:
+            self.checkback.start()  # only a master checks
         self.waiters = PullWaiters(loop)
         self.store.add_arrival_listener(self.waiters.on_arrival)
         self.gate.start(loop)
@@ -130,8 +129,8 @@ class Broker:
         if self.mirror is not None:
             self.mirror.stop()
         self.delay.stop()
+        self.checkback.stop()
         self.transactions.stop()
-        self.pop.stop()
         self.groups.persist()
         self.store.shutdown()
 
