@@ -26,9 +26,11 @@ from .groups import GroupManager
 from .longpoll import PullWaiters
 from .memory import trim
 from .metrics import Metrics
+from .pop import PopService
 from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
 from .replication import Replication
+from .pop_config import parse_delays
 from .settings import BrokerSettings
 from .slave_sync import SlaveSyncService
 from .tasks import PeriodicService
@@ -59,6 +61,8 @@ class Broker:
         self.checkback = CheckBackService(self.transactions, self.store, settings.transactions,
                                           lambda name: self.topics.create(name, 1, "rw", exist_ok=True))
         self.metrics = Metrics()
+        self.pop = PopService(self.store, self.topics, self.groups, settings.pop,
+                              parse_delays(settings.pop.retry_levels))  # POP, retry and DLQ; see pop.py
         self.replication = Replication(settings, self.store)
         self.slave_sync: SlaveSyncService | None = None
         self.periodic = PeriodicService()
@@ -85,6 +89,8 @@ class Broker:
         self.delay.start(deliver=not self.replication.is_slave)  # only a master delivers
         if not self.replication.is_slave:
             self.checkback.start()  # only a master checks
+        if not self.replication.is_slave:  # a slave's store only takes the master's bytes
+            self.pop.start()
         self.waiters = PullWaiters(loop)
         self.store.add_arrival_listener(self.waiters.on_arrival)
         self.gate.start(loop)
@@ -131,6 +137,7 @@ class Broker:
         self.delay.stop()
         self.checkback.stop()
         self.transactions.stop()
+        self.pop.stop()
         self.groups.persist()
         self.store.shutdown()
 

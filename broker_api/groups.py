@@ -106,8 +106,15 @@ class GroupManager:
             return {"consume_enabled": True, "disabled_reason": None, **self._groups.get(group, {})}
 
     def set_consume_enabled(self, group: str, enabled: bool, reason: str | None = None) -> None:
+        self._update(group, consume_enabled=enabled, disabled_reason=None if enabled else reason)
+
+    def set_max_reconsume_times(self, group: str, times: int) -> None:
+        """Deliveries after the first before a POP or retried message goes to ``%DLQ%{group}``."""
+        self._update(group, max_reconsume_times=times)
+
+    def _update(self, group: str, **values: Any) -> None:
         with self._lock:
-            self._groups[group] = {"consume_enabled": enabled, "disabled_reason": None if enabled else reason}
+            self._groups[group] = {**self._groups.get(group, {}), **values}
             snapshot = dict(self._groups)
         write_json_atomic(self._groups_path, snapshot)
 

@@ -32,6 +32,7 @@ from store.schedule import parse_levels
 
 from .auth.config import AuthSection, TlsSection
 from .namesrv.wire import parse_namesrv_addrs
+from .pop_config import PopSection
 from .toml_settings import TomlSettings
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "GroupsSection",
     "ProtectionSection",
     "TransactionsSection",
+    "PopSection",
     "DelaySection",
     "HASection",
     "AuthSection",
@@ -247,42 +249,6 @@ class DelaySection(_Section):
         return value
 
 
-class PopSection(_Section):
-    """POP consumption, retry topics and dead-letter queues (RocketMQ 5 POP, consumerSendMsgBack)."""
-
-    max_reconsume_times: int = Field(default=16, ge=0, description=(
-        "Deliveries after the first before a message goes to `%DLQ%{group}` (RocketMQ maxReconsumeTimes); "
-        "per group with PUT /v1/groups/{group} {\"max_reconsume_times\": N}."))
-    retry_levels: str = Field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", description=(
-        "Back-off before a retry, by delay level (units ms, s, m, h); retry n waits level 3 + n - 1 "
-        "(10 s, 30 s, 1 m, ...), higher levels are clamped to the last one."))
-    revive_interval_ms: int = Field(default=200, ge=10, le=10_000, description=(
-        "How often (ms) popped messages past their invisible time are looked for (RocketMQ reviveInterval)."))
-    max_invisible_ms: int = Field(default=12 * 3_600_000, ge=1000, description=(
-        "Longest invisible time a pop or POST /invisible may ask for (ms; RocketMQ's proxy: 12 h)."))
-
-    @field_validator("retry_levels")
-    @classmethod
-    def _check_levels(cls, value: str) -> str:
-        parse_delays(value)  # a ValueError names the bad level
-        return value
-
-
-def parse_delays(spec: str) -> list[int]:
-    """``"1s 5s 10s"`` -> [1000, 5000, 10000] (units ms, s, m, h, d)."""
-    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    out = []
-    for word in spec.split():
-        number = word.rstrip("smhd")
-        unit = word[len(number):]
-        if not number.isdigit() or unit not in units:
-            raise ValueError(f"delay {word!r} is not a number with a unit ms, s, m, h or d")
-        out.append(int(number) * units[unit])
-    if not out:
-        raise ValueError("at least one delay is needed, e.g. \"1s 5s 10s\"")
-    return out
-
-
 HARole = Literal["", "async_master", "sync_master", "slave"]
 
 
@@ -372,6 +338,7 @@ class BrokerSettings(TomlSettings):
     groups: GroupsSection = GroupsSection()
     protection: ProtectionSection = ProtectionSection()
     transactions: TransactionsSection = TransactionsSection()
+    pop: PopSection = PopSection()
     delay: DelaySection = DelaySection()
     ha: HASection = HASection()
     tls: TlsSection = TlsSection()

@@ -25,16 +25,20 @@ from .errors import (
 )
 from .jsonfile import read_json, write_json_atomic
 
-__all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "validate_topic_name", "PERMS"]
+__all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "GROUP_TOPIC", "validate_topic_name", "PERMS"]
 
 SYSTEM_PREFIX = "RMQ_SYS_"
 _HIDDEN = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})  # the delay topics keep RocketMQ's own names
 PERMS = ("rw", "r", "w", "")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}$")
+# A consumer group's retry and dead-letter topics (RocketMQ's names; created by the broker, read by pull).
+GROUP_TOPIC = re.compile(r"^%(RETRY|DLQ)%[A-Za-z0-9][A-Za-z0-9_.%\-]{0,254}$")
 
 
 def validate_topic_name(name: str) -> None:
     """Raise BadTopicNameError unless ``name`` is a legal client topic name."""
+    if GROUP_TOPIC.match(name):
+        return
     if not _NAME.match(name):
         raise BadTopicNameError(
             f"topic name {name!r} is invalid; use 1-127 characters from A-Z a-z 0-9 _ . -, "
@@ -174,6 +178,11 @@ class TopicManager:
         """Create (once) an internal topic used by the broker itself."""
         assert name.startswith(SYSTEM_PREFIX) or name in _HIDDEN
         return self._create(TopicConfig(name, queues, "rw"), True)
+
+    def ensure_group_topic(self, name: str) -> TopicConfig:
+        """Create (once) a group's ``%RETRY%`` or ``%DLQ%`` topic: one queue, readable by pull."""
+        assert GROUP_TOPIC.match(name)
+        return self._create(TopicConfig(name, 1, "rw"), True)
 
     def _create(self, cfg: TopicConfig, exist_ok: bool) -> TopicConfig:
         with self._lock:

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from ..broker import Broker
 from ..settings import BrokerSettings
-from . import admin, groups, ha, messages, ops, sql, transactions
+from . import admin, groups, ha, messages, ops, pop, sql, transactions
 from .auth import install_auth
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware
@@ -51,6 +51,6 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.add_middleware(ha.SlaveGuardMiddleware)  # a slave refuses writes before admission
     install_auth(app, settings)  # outermost when [auth] enabled: no credentials, no admission slot
     app.include_router(ops.control_router)
-    for module in (messages, admin, groups, transactions, ops, sql, ha):
+    for module in (messages, admin, groups, pop, transactions, ops, sql, ha):
         app.include_router(module.router)
     return app

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..broker import Broker
 from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
@@ -25,9 +25,10 @@ class OffsetCommit(BaseModel):
 
 
 class GroupUpdate(BaseModel):
-    """Body of PUT /v1/groups/{group}."""
+    """Body of PUT /v1/groups/{group}: either switch or both."""
 
-    consume_enabled: bool
+    consume_enabled: bool | None = None
+    max_reconsume_times: int | None = Field(default=None, ge=0, le=10_000)
 
 
 def _broker(request: Request) -> Broker:
@@ -67,11 +68,17 @@ def get_group(group: str, request: Request) -> dict[str, Any]:
     return {"group": group, **broker.groups.config(group), "queues": rows, "total_lag": sum(r["lag"] for r in rows)}
 
 
-@router.put("/v1/groups/{group}", summary="Enable or disable consumption for a group")
+@router.put("/v1/groups/{group}", summary="Enable or disable consumption; set max_reconsume_times")
 def update_group(group: str, body: GroupUpdate, request: Request) -> dict[str, Any]:
     broker = _broker(request)
     _check_group(group)
-    broker.groups.set_consume_enabled(group, body.consume_enabled, None if body.consume_enabled else "by an operator")
+    if body.consume_enabled is None and body.max_reconsume_times is None:
+        raise BadRequestError('give "consume_enabled" (true/false) and/or "max_reconsume_times" (0 or more)')
+    if body.consume_enabled is not None:
+        broker.groups.set_consume_enabled(group, body.consume_enabled,
+                                          None if body.consume_enabled else "by an operator")
+    if body.max_reconsume_times is not None:
+        broker.groups.set_max_reconsume_times(group, body.max_reconsume_times)
     return {"group": group, **broker.groups.config(group)}
 
 

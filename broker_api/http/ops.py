@@ -97,6 +97,7 @@ def metrics(request: Request) -> Response:
     lines += _queue_gauges(broker)
     lines += _store_gauges(broker)
     lines += broker.replication.metric_lines()
+    lines += broker.pop.metric_lines()
     lines += broker.delay.metric_lines()
     lines += list(broker.checkback.checks.render())
     return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
