@@ -30,7 +30,6 @@ from .pop import PopService
 from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
 from .replication import Replication
-from .pop_config import parse_delays
 from .settings import BrokerSettings
 from .slave_sync import SlaveSyncService
 from .tasks import PeriodicService
@@ -61,8 +60,9 @@ class Broker:
         self.checkback = CheckBackService(self.transactions, self.store, settings.transactions,
                                           lambda name: self.topics.create(name, 1, "rw", exist_ok=True))
         self.metrics = Metrics()
-        self.pop = PopService(self.store, self.topics, self.groups, settings.pop,
-                              parse_delays(settings.pop.retry_levels))  # POP, retry and DLQ; see pop.py
+        # POP, retry and DLQ (pop.py); retries wait in the delay service for level 3 + reconsume times
+        self.pop = PopService(self.store, self.topics, self.groups, settings.pop, self.delay.levels_ms,
+                              lambda m, level: self.delay.transform(m, delay_level=level))
         self.replication = Replication(settings, self.store)
         self.slave_sync: SlaveSyncService | None = None
         self.periodic = PeriodicService()

@@ -14,8 +14,8 @@ rebuilt from the store at start-up, so a SIGKILL loses no popped message.
 
 The revive thread finds messages whose invisible time has passed and puts them,
 with ``reconsume_times + 1``, to ``%RETRY%{group}`` after a back-off of delay
-level ``3 + reconsume_times`` ([pop] retry_levels, RocketMQ's retry back-off;
-the due time is computed here, or the delay service waits when one is given);
+level ``3 + reconsume_times`` (RocketMQ's retry back-off: the message waits in
+the delay service, ``transform``; without one the due time is computed here);
 a message already reconsumed ``max_reconsume_times`` goes to ``%DLQ%{group}``.
 Each move is one atomic put with its "done" record: it happens exactly once.
 """
@@ -43,6 +43,7 @@ from .pop_records import (
     dlq_message,
     done_message,
     parse_receipt,
+    reconsume_times,
     replay,
     retry_message,
 )
@@ -148,7 +149,7 @@ class PopService:
                 start, msgs, nxt = self._read(group, t, q, want, predicate)
                 if msgs:
                     ck = Checkpoint(-1, group, t, q, now, invisible_ms, nxt,
-                                    [(m.queue_offset, m.msg_id, m.reconsume_times) for m in msgs])
+                                    [(m.queue_offset, m.msg_id, reconsume_times(m)) for m in msgs])
                     cks.append((ck, msgs))
                 elif nxt != start:
                     skipped[(t, q)] = nxt
@@ -272,7 +273,7 @@ class PopService:
         """Send a pulled message back (RocketMQ consumerSendMsgBack): RETRY, or DLQ when it was reconsumed
         ``max_reconsume_times`` or ``delay_level`` < 0."""
         m = self._store.get_message(msg_id)
-        rc = m.reconsume_times
+        rc = reconsume_times(m)
         if (delay_level is not None and delay_level < 0) or rc >= self.max_reconsume_times(group):
             self._ensure_topic(DLQ_PREFIX + group)
             self._store.put_messages([dlq_message(m, group, rc)])

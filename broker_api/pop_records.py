@@ -34,7 +34,7 @@ from store import Message, MessageStore, StoredMessage
 from .errors import BadReceiptError
 
 __all__ = ["REVIVE_TOPIC", "RETRY_PREFIX", "DLQ_PREFIX", "Checkpoint", "ck_message", "done_message",
-           "parse_receipt", "replay", "retry_message", "dlq_message", "ORIGIN_TOPIC", "ORIGIN_MSG_ID",
+           "parse_receipt", "reconsume_times", "replay", "retry_message", "dlq_message", "ORIGIN_TOPIC", "ORIGIN_MSG_ID",
            "RECONSUME_TIME"]
 
 REVIVE_TOPIC = "RMQ_SYS_REVIVE_LOG"
@@ -113,6 +113,14 @@ def replay(store: MessageStore, start: int) -> Iterator[tuple[str, int, dict[str
         if not page.messages or page.next_offset <= offset:
             return
         offset = page.next_offset
+
+
+def reconsume_times(m: StoredMessage) -> int:
+    """How often ``m`` was delivered again (the record's count, or RECONSUME_TIME after a delayed re-put)."""
+    try:
+        return max(m.reconsume_times, int(m.properties.get(RECONSUME_TIME, 0)))
+    except ValueError:
+        return m.reconsume_times
 
 
 def _origin(m: StoredMessage) -> tuple[str, str]:

@@ -26,7 +26,7 @@ from ..admission import TICKET_KEY, Ticket
 from ..broker import Broker
 from ..errors import BadRequestError
 from ..filters import Predicate, compile_filter
-from ..pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint
+from ..pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
 from .groups import _check_group
 from .wire import message_to_json
 
@@ -81,7 +81,7 @@ def _popped(ck: Checkpoint, i: int, m: StoredMessage) -> dict[str, Any]:
     if m.topic != out["topic"]:
         out["store_topic"] = m.topic  # the group's %RETRY% topic
     out["receipt"] = ck.receipt(i)
-    out["reconsume_times"] = m.reconsume_times
+    out["reconsume_times"] = reconsume_times(m)
     out["invisible_until"] = ck.pop_time + ck.invisible_ms
     return out
 

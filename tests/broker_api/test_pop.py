@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 # Short back-off (every level 100 ms) and a fast revive thread keep these tests quick.
-POP_ENV = {"SPARKMQ_POP__RETRY_LEVELS": "100ms", "SPARKMQ_POP__REVIVE_INTERVAL_MS": "50",
+POP_ENV = {"SPARKMQ_DELAY__LEVELS": "100ms", "SPARKMQ_DELAY__POLL_INTERVAL_MS": "20", "SPARKMQ_POP__REVIVE_INTERVAL_MS": "50",
            "SPARKMQ_GROUPS__OFFSETS_FLUSH_INTERVAL_S": "0.2"}
 DLQ = "/v1/topics/%25DLQ%25g/queues/0/messages"
 
