@@ -1,10 +1,13 @@
 """Transactions and the exactly-once sink commit, durable across crashes.
 
-Half messages (RocketMQ's prepared messages) are appended to the internal
-topic ``RMQ_SYS_TRANS_HALF_TOPIC`` with ``sys_flag=TRANSACTION_PREPARED`` and
-the real topic and queue in their properties, so consumers of the real topic
-never see them.  Commit copies them to the real topic; rollback leaves them
-where they are (retention removes them).
+A transaction's messages (RocketMQ's half messages) are staged outside the
+CommitLog, in one file per transaction (:mod:`txspool`), so consumers never
+see them and a commit appends each of them to the CommitLog exactly once; a
+rollback deletes the file.  Transactions with a ``check_url`` (and those
+journaled by older versions) keep their halves in the internal topic
+``RMQ_SYS_TRANS_HALF_TOPIC`` with ``sys_flag=TRANSACTION_PREPARED`` and the
+real topic and queue in their properties, where check-back reads them;
+commit copies them to the real topic.
 
 State lives in ``<data>/config/transactions.json`` (snapshot, written
 atomically, with the sequence number of the last record it covers) plus
@@ -12,17 +15,17 @@ atomically, with the sequence number of the last record it covers) plus
 by ``seq`` so a crash between writing a snapshot and emptying the journal
 never applies a record twice)::
 
-    {"op": "add", "tx": ID, "ts": MS, "halves": [MSG_ID, ...]}
+    {"op": "add", "tx": ID, "ts": MS, "staged": N}     (older: "halves": [MSG_ID, ...])
     {"op": "decide", "txs": [ID, ...], "state": "committed" | "rolled_back",
      "ts": MS, "from": COMMITLOG_OFFSET, "sink": SINK_ID?, "batch": BATCH_ID?}
     {"op": "published", "txs": [ID, ...]}
 
-Guarantee: a commit answers only after its ``decide`` line is fsynced and
-the real messages are appended.  A crash between the two leaves a decided
-but unpublished transaction; on start-up the CommitLog is scanned from the
-recorded ``from`` offset for messages carrying the transaction id (property
-``sparkmq.tx_id``) and only the halves not yet published are appended, so a
-decided commit is published exactly once.  A sink batch's record and the
+Guarantee: a commit answers only after its staged files and its ``decide``
+line are fsynced and the real messages are appended.  A crash between the
+two leaves a decided but unpublished transaction; on start-up the CommitLog
+is scanned from the recorded ``from`` offset for messages carrying the
+transaction id (property ``sparkmq.tx_id``) and only the staged messages not
+yet published are appended, so a decided commit is published exactly once.  A sink batch's record and the
 commit of all its transactions are one journal line, hence atomic.
 """
 
@@ -49,6 +52,7 @@ from store.schedule import REAL_TOPIC
 from .errors import BadRequestError, TransactionNotFoundError, TransactionStateError
 from .jsonfile import Journal, read_json, write_json_atomic
 from .settings import TransactionsSection
+from .txspool import TxSpool
 
 __all__ = ["TransactionService", "HALF_TOPIC", "TX_PROPERTY"]
 
@@ -60,6 +64,7 @@ _REAL_TOPIC = "sparkmq.real_topic"
 _REAL_QID = "sparkmq.real_queue_id"
 _OPEN, _COMMITTED, _ROLLED_BACK = "open", "committed", "rolled_back"
 _COMPACT_EVERY = 5000
+_PUBLISH_CHUNK = 10_000  # messages per store append when a commit publishes
 
 
 def _now_ms() -> int:
@@ -79,6 +84,7 @@ class _Tx:
     check_url: str = ""  # the producer's check-back URL (checkback.py), "" = time out and roll back
     topic: str = ""
     checks: int = 0  # check-backs answered unknown or failed
+    staged: bool = False  # messages in the spool (else: half messages in the CommitLog)
 
 
 class TransactionService:
@@ -89,6 +95,7 @@ class TransactionService:
         self._cfg = section
         self._snapshot = meta_dir / "transactions.json"
         self._journal = Journal(meta_dir / "transactions.jsonl")
+        self._spool = TxSpool(meta_dir / "tx-spool")
         self._txs: dict[str, _Tx] = {}
         self._sinks: dict[str, dict[int, dict[str, Any]]] = {}
         self._lock = threading.RLock()
@@ -112,6 +119,9 @@ class TransactionService:
         pending = [t for t in self._txs.values() if t.state == _COMMITTED and not t.published]
         for tx in pending:
             self._recover_publish(tx)
+        for tx_id in self._spool.ids():  # left by rollbacks, publishes or forgotten ids
+            if tx_id not in self._txs or self._txs[tx_id].state != _OPEN:
+                self._spool.drop(tx_id)
         self.compact()
 
     def stop(self) -> None:
@@ -154,8 +164,9 @@ class TransactionService:
         op = r["op"]
         if op == "add":
             tx = self._txs.setdefault(r["tx"], _Tx(r["tx"], r["ts"]))
-            tx.halves.extend(r["halves"])
-            tx.messages += len(r["halves"])
+            tx.halves.extend(r.get("halves", ()))
+            tx.messages += len(r.get("halves", ())) + int(r.get("staged", 0))
+            tx.staged = tx.staged or "staged" in r
             tx.check_url, tx.topic = r.get("check_url") or tx.check_url, r.get("topic") or tx.topic
         elif op == "checked":
             if r["tx"] in self._txs:
@@ -185,16 +196,23 @@ class TransactionService:
 
     def add_halves(self, messages: list[Message], tx_id: str | None,
                    check_url: str | None = None) -> tuple[str, list[PutResult]]:
-        """Store ``messages`` as half messages of a new (or the given open) transaction; with a
-        ``check_url`` an unended transaction is checked back (checkback.py) instead of timing out."""
+        """Stage ``messages`` in a new (or the given open) transaction. With a ``check_url``
+        an unended transaction is checked back (checkback.py) instead of timing out, and
+        its messages are half messages in the CommitLog, where check-back reads them."""
         with self._lock:
-            if tx_id is not None:
-                self._open_tx(tx_id)
+            tx = self._open_tx(tx_id) if tx_id is not None else None
+            tx_id = tx_id or uuid.uuid4().hex
+            now = _now_ms()
+            record: dict[str, Any] = {"op": "add", "tx": tx_id, "ts": now}
+            if (tx.staged if tx is not None else not check_url):
+                done = tx.messages if tx is not None else 0
+                self._spool.append(tx_id, messages, now)
+                record["staged"] = len(messages)
+                results = [PutResult(f"{tx_id}-{done + i}", m.topic, m.queue_id, -1, 0, 0, now)
+                           for i, m in enumerate(messages)]
             else:
-                tx_id = uuid.uuid4().hex
-            halves = [self._as_half(m, tx_id) for m in messages]
-            results = self._store.put_messages(halves)
-            record = {"op": "add", "tx": tx_id, "ts": _now_ms(), "halves": [r.msg_id for r in results]}
+                results = self._store.put_messages([self._as_half(m, tx_id) for m in messages])
+                record["halves"] = [r.msg_id for r in results]
             if check_url:
                 record["check_url"] = check_url
                 record["topic"] = messages[0].properties.get(REAL_TOPIC, messages[0].topic) if messages else ""
@@ -256,6 +274,8 @@ class TransactionService:
             return {"transaction_id": tx_id, "state": _ROLLED_BACK, "messages": tx.messages}
 
     def _decide(self, txs: list[_Tx], state: str, sink: tuple[str, int] | None = None) -> None:
+        if state == _COMMITTED:  # the staged messages are on disk before the decision is
+            self._spool.sync(t.tx_id for t in txs if t.staged)
         record: dict[str, Any] = {"op": "decide", "txs": [t.tx_id for t in txs], "state": state,
                                   "ts": _now_ms(), "from": self._commitlog_end()}
         if sink is not None:
@@ -265,21 +285,34 @@ class TransactionService:
             self.committed += len(txs)
         else:
             self.rolled_back += len(txs)
+            for tx in txs:
+                self._spool.drop(tx.tx_id)
 
     def _commitlog_end(self) -> int:
         return int(self._store.stats().get("commitlog_max_offset", 0))  # type: ignore[call-overload]
 
     def _publish(self, txs: list[_Tx], skip: dict[str, int] | None = None) -> int:
-        """Append the real messages of decided ``txs``, then journal that they are out."""
-        ids = [msg_id for tx in txs for msg_id in tx.halves[(skip or {}).get(tx.tx_id, 0):]]
-        halves = self._store.read_records(ids)  # one parse per run of halves, not one read per message
-        messages = [self._real(halves, i) for i in range(len(halves))]
-        if len(messages) < len(ids):
-            log.error("%d half message(s) of transaction(s) %s are gone; skipped",
-                      len(ids) - len(messages), ", ".join(t.tx_id for t in txs))
-        if messages:
-            self._store.put_messages(messages)
+        """Append the messages of decided ``txs`` (``skip``: how many a crash already did)."""
+        messages: list[Message] = []
+        wanted = 0
+        for tx in txs:
+            done = (skip or {}).get(tx.tx_id, 0)
+            if done >= tx.messages:
+                continue
+            wanted += tx.messages - done
+            if tx.staged:
+                messages.extend(self._spool.read(tx.tx_id, tx.messages, {TX_PROPERTY: tx.tx_id},
+                                                 int(SysFlag.TRANSACTION_COMMIT))[done:])
+            else:
+                halves = self._store.read_records(tx.halves[done:])
+                messages.extend(self._real(halves, i) for i in range(len(halves)))
+        if len(messages) < wanted:
+            log.error("%d message(s) of transactions %s are gone", wanted - len(messages), [t.tx_id for t in txs])
+        for lo in range(0, len(messages), _PUBLISH_CHUNK):
+            self._store.put_messages(messages[lo:lo + _PUBLISH_CHUNK])
         self._log({"op": "published", "txs": [t.tx_id for t in txs]})
+        for tx in txs:
+            self._spool.drop(tx.tx_id)
         return len(messages)
 
     @staticmethod
