@@ -72,7 +72,8 @@ def test_quick_run_prints_table_writes_json_and_rewrites_only_the_readme_block(t
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert [r["what"] for r in results["rows"]] == whats
-    assert all(r["value"] > 0 for r in results["rows"])
+    # every figure was measured; only counts of failures (unanswered, refused requests) may be 0
+    assert all(r["value"] > 0 or r["key"].endswith((".unanswered", ".refused")) for r in results["rows"])
     assert results["options"] == {"only": ["store", "broker"], "quick": True}
     assert results["machine"]["cores"] == os.cpu_count() and results["failures"] == []
 
@@ -104,7 +105,8 @@ def test_a_failing_benchmark_is_one_error_line_and_leaves_the_readme_alone(tmp_p
                  SPARKMQ_BROKER__DEFAULT_QUEUES="many")
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: benchmark 'broker' failed: exit status 1: ") and "README left unchanged" in last
+    # the first benchmark of the broker area to start a broker names itself (which one is the suite's order)
+    assert re.match(r"error: benchmark '\w+' failed: exit status 1: ", last) and "README left unchanged" in last
     log = Path(re.search(r"\(log: (\S+)\)", last).group(1))
     assert log.exists() and "Traceback" in log.read_text()
     assert readme.read_text() == f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
