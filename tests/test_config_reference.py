@@ -60,7 +60,8 @@ def test_every_field_of_every_section_appears_with_its_env_var() -> None:
         for name, field in BrokerSettings.model_fields.items()
     }
     assert set(BrokerSettings.model_fields) == {"broker", "limits", "fast_failure", "server", "groups",
-                                                "protection", "transactions", "store", "mirror", "ha", "tls", "auth"}
+                                                "protection", "transactions", "pop", "delay", "store", "mirror", "ha",
+                                                "tls", "auth"}
     # the sections generated from the dataclasses carry every dataclass field
     assert expected["Broker `[store]`"] == [f.name for f in dataclasses.fields(StoreConfig)]
     assert expected["Broker `[mirror]`"] == [f.name for f in dataclasses.fields(MirrorConfig)]

@@ -1,0 +1,110 @@
+"""Settings sections kept out of ``settings.py`` to keep it small: ``[transactions]``, ``[delay]``, ``[ha]``.
+
+``broker_api.settings`` re-exports every one of them; import them from there.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from store.schedule import parse_levels
+
+__all__ = ["TransactionsSection", "DelaySection", "HASection", "HARole"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TransactionsSection(_Section):
+    """Half messages, commit/rollback and the exactly-once sink records."""
+
+    timeout_s: float = Field(default=300.0, gt=0, description=(
+        "Half messages not committed or rolled back within this many seconds are rolled back."))
+    check_interval_s: float = Field(default=30.0, gt=0, description=(
+        "A transaction with a `check_url` is checked (POST to the producer) at most this often (seconds; "
+        "RocketMQ transactionCheckInterval). Expired transactions without one are looked for every second."))
+    check_immunity_s: float = Field(default=6.0, ge=0, description=(
+        "A transaction with a `check_url` is first checked once it is this old (seconds; RocketMQ "
+        "transactionTimeOut)."))
+    max_checks: int = Field(default=15, ge=1, description=(
+        "Checks answered `unknown` or failed before the half messages move to TRANS_CHECK_MAX_TIME_TOPIC and "
+        "the transaction is reported as `discarded` (RocketMQ transactionCheckMax)."))
+    check_timeout_s: float = Field(default=3.0, gt=0, description=(
+        "How long one check-back POST may take (seconds); past it the check counts as failed."))
+    keep_decisions: int = Field(default=100_000, ge=100, description=(
+        "Decided transactions remembered (a repeated commit is answered 200); older ones are forgotten."))
+    keep_sink_batches: int = Field(default=1000, ge=1, description=(
+        "Committed batch ids remembered per exactly-once sink (a replay of a remembered batch is dropped)."))
+    keep_sinks: int = Field(default=10_000, ge=1, description=(
+        "Sinks remembered; past this, the sink with the oldest last commit is forgotten."))
+
+
+class DelaySection(_Section):
+    """Delay-level and timer messages (RocketMQ's ScheduleMessageService and timer wheel)."""
+
+    levels: str = Field(default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", description=(
+        "Delay of each `delay_level`, level 1 first (units ms, s, m, h, d; RocketMQ messageDelayLevel); a "
+        "higher level is clamped to the last one."))
+    max_delay_s: int = Field(default=3 * 86400, ge=1, description=(
+        "Latest `deliver_at_ms` of a timer message, in seconds from now (RocketMQ timerMaxDelaySec, 3 days); "
+        "later is 400 bad_message."))
+    timer_precision_ms: int = Field(default=500, ge=10, le=60_000, description=(
+        "Width of one timer wheel slot in ms: a timer message is delivered at its due time or at most this much "
+        "later. Changing it rebuilds the wheel from the timer log at start-up."))
+    poll_interval_ms: int = Field(default=100, ge=10, le=10_000, description=(
+        "How often (ms) the deliverers look for due messages (RocketMQ DELAY_FOR_A_WHILE)."))
+    progress_interval_s: float = Field(default=10.0, gt=0, description=(
+        "Delivery progress is recorded after every delivery and at least this often (seconds) when idle; a "
+        "crash re-scans at most the CommitLog written since for messages already delivered."))
+
+    @field_validator("levels")
+    @classmethod
+    def _check_levels(cls, value: str) -> str:
+        parse_levels(value)  # a ValueError names the bad level
+        return value
+
+
+HARole = Literal["", "async_master", "sync_master", "slave"]
+
+
+class HASection(_Section):
+    """Master/slave replication of the CommitLog (RocketMQ's HAService; `store.HAConfig`)."""
+
+    role: HARole = Field(default="", description=(
+        '"async_master" | "sync_master" | "slave" (`--broker-role`); "" = by broker id: 0 is an '
+        "async_master, > 0 a slave. A sync_master answers a produce once a slave holds it (or says why not "
+        "in its `status`)."))
+    listen_host: str = Field(default="", description=(
+        'Master: address the HA port binds to; "" = `[broker] host`.'))
+    listen_port: int = Field(default=0, ge=0, le=65535, description=(
+        "Master: TCP port slaves connect to (`--ha-port`; RocketMQ haListenPort 10912); 0 = any free port, "
+        "registered with the NameServers (where slaves learn it) and shown in /v1/broker."))
+    master_addr: str = Field(default="", description=(
+        'Slave: the master\'s HA address host:port (`--ha-master-addr`); "" = the ha_server_address its '
+        "NameServer returns at registration."))
+    master_url: str = Field(default="", description=(
+        'Slave: the master\'s HTTP URL (`--master-url`), for metadata sync and the message of refused '
+        'writes; "" = the master_address its NameServer returns at registration.'))
+    slave_timeout_ms: int = Field(default=3000, ge=1, description=(
+        "sync_master: how long a produce waits for a slave's ack (then status FLUSH_SLAVE_TIMEOUT)."))
+    slave_fallbehind_max_bytes: int = Field(default=256 << 20, ge=0, description=(
+        "sync_master: a slave further behind than this (or none connected) answers SLAVE_NOT_AVAILABLE "
+        "at once, 256 MiB."))
+    slave_read_enable: bool = Field(default=True, description=(
+        "Slave: serve pulls, lookups and queue offsets (false: 403 slave_read_only)."))
+    metadata_sync_interval_s: float = Field(default=10.0, gt=0, description=(
+        "Slave: topics, consumer offsets and subscription groups are copied from the master this often "
+        "(seconds) and at connect (RocketMQ SlaveSynchronize)."))
+    heartbeat_interval_s: float = Field(default=5.0, gt=0, description=(
+        "Seconds between offset reports of an idle slave and heartbeats of an idle master."))
+    housekeeping_interval_s: float = Field(default=20.0, gt=0, description=(
+        "An HA connection silent this many seconds is closed (RocketMQ haHousekeepingInterval)."))
+    transfer_batch_bytes: int = Field(default=32 << 10, ge=1024, description=(
+        "Most CommitLog bytes per replication frame, 32 KiB (a larger single record travels alone)."))
+    reconnect_min_s: float = Field(default=0.2, gt=0, description=(
+        "Slave: first wait before reconnecting to the master; doubles up to reconnect_max_s."))
+    reconnect_max_s: float = Field(default=5.0, gt=0, description=(
+        "Slave: longest wait between reconnects (RocketMQ: 5 s)."))
