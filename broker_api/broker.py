@@ -31,6 +31,7 @@ from .namesrv.wire import DataVersion
 from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
 from .replication import Replication
 from .settings import BrokerSettings
+from .client.auth import http_options
 from .slave_sync import SlaveSyncService
 from .tasks import PeriodicService
 from .topics import TopicManager
@@ -145,8 +146,9 @@ class Broker:
         """The HA port (masters) or the master link and metadata sync (slaves)."""
         self.replication.start(loop)
         if self.replication.is_slave:
+            credentials = http_options(self.settings.auth.token or None, ca_file=self.settings.tls.ca_file or None)
             self.slave_sync = SlaveSyncService(self.replication, self.topics, self.groups, self.store,
-                                               self.settings.ha.metadata_sync_interval_s, self.delay)
+                                               self.settings.ha.metadata_sync_interval_s, self.delay, credentials)
             self.slave_sync.start()
             self.periodic.add("follow-master", 1.0, lambda: self.replication.follow(self.registrar))
 

@@ -38,8 +38,10 @@ class SlaveSyncService:
     """``start()``/``stop()``; ``sync_now()`` copies at once; ``status()`` for /v1/broker."""
 
     def __init__(self, replication: Replication, topics: TopicManager, groups: GroupManager, store: Any,
-                 interval_s: float, delay: Any = None) -> None:
+                 interval_s: float, delay: Any = None, http_options: dict[str, Any] | None = None) -> None:
         self._replication, self._topics, self._groups, self._store = replication, topics, groups, store
+        # the broker's own credentials ([auth] token) and CA ([tls] ca_file): a master with auth or TLS
+        self._http_options = dict(http_options or {})
         self._delay = delay  # DelayService: delivery progress follows the master
         self._interval_s = interval_s
         self._wake = threading.Event()
@@ -97,7 +99,8 @@ class SlaveSyncService:
                 self._warned_no_master = True
             return False
         try:
-            resp = httpx.get(f"{url}/v1/admin/metadata", timeout=_TIMEOUT_S)
+            with httpx.Client(timeout=_TIMEOUT_S, **self._http_options) as http:
+                resp = http.get(f"{url}/v1/admin/metadata")
             resp.raise_for_status()
             self._apply(resp.json())
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:

@@ -6,28 +6,38 @@ from typing import Any
 
 import httpx
 
+from ..client.auth import http_options
 from ..namesrv.wire import parse_namesrv_addrs
-from .common import DEFAULT_URL, AsJson, Namesrv, Url, fail, print_json, print_table
+from .common import DEFAULT_URL, AsJson, Namesrv, Url, client_options, fail, print_json, print_table
 
 __all__ = ["cluster_command"]
 
 
-def _broker_ha(url: str) -> dict[str, Any]:
+def _http() -> httpx.Client:
+    """A client carrying the root options' credentials (--token) and CA (--ca-file)."""
+    o = client_options()
     try:
-        return dict(httpx.get(f"{url}/v1/broker", timeout=5).json().get("ha") or {})
+        return httpx.Client(timeout=5, **http_options(o.token, ca_file=o.ca_file))
+    except (ValueError, OSError) as exc:
+        fail(f"bad --token or --ca-file: {exc}")
+
+
+def _broker_ha(http: httpx.Client, url: str) -> dict[str, Any]:
+    try:
+        return dict(http.get(f"{url}/v1/broker").json().get("ha") or {})
     except (httpx.HTTPError, ValueError) as exc:
         return {"role": "unreachable", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _brokers(url: str, namesrv: str | None) -> list[dict[str, Any]]:
+def _brokers(http: httpx.Client, url: str, namesrv: str | None) -> list[dict[str, Any]]:
     if not namesrv:
-        info = httpx.get(f"{url}/v1/broker", timeout=5).json()
+        info = http.get(f"{url}/v1/broker").json()
         return [{"cluster": info["cluster"], "broker_name": info["name"], "broker_id": info["broker_id"],
                  "address": url}]
     last: Exception | None = None
     for base in parse_namesrv_addrs(namesrv):
         try:
-            return list(httpx.get(f"{base}/v1/cluster", timeout=5).json()["brokers"])
+            return list(http.get(f"{base}/v1/cluster").json()["brokers"])
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             last = exc
     fail(f"no NameServer answered ({last})")
@@ -52,13 +62,15 @@ def cluster_command(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Na
 
       sparkmq cluster --url http://127.0.0.1:8081 --json
     """
-    try:
-        brokers = _brokers(url.rstrip("/"), namesrv)
-    except (httpx.HTTPError, ValueError, KeyError) as exc:
-        fail(f"cannot reach the broker at {url} ({type(exc).__name__}: {exc})")
+    with _http() as http:
+        try:
+            brokers = _brokers(http, url.rstrip("/"), namesrv)
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            fail(f"cannot reach the broker at {url} ({type(exc).__name__}: {exc})")
+        has = {b["address"]: _broker_ha(http, b["address"]) for b in brokers}
     rows = []
     for b in sorted(brokers, key=lambda b: (b["cluster"], b["broker_name"], b["broker_id"])):
-        ha = _broker_ha(b["address"])
+        ha = has[b["address"]]
         b["ha"] = ha
         rows.append((b["cluster"], b["broker_name"], b["broker_id"], ha.get("role", "?"), b["address"],
                      ha.get("max_offset", ""), _detail(ha)))

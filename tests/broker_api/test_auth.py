@@ -202,3 +202,33 @@ def test_spark_batch_read_with_token_and_hmac(secured: Cluster, spark: object) -
     with pytest.raises(Exception, match="Sub on Topic:orders"):
         (spark.read.format("sparkmq").option("endpoint", secured.broker.url)  # type: ignore[attr-defined]
          .option("subscribe", "orders").option("token", secured.tokens["reader"]).load().collect())
+
+
+def test_a_slave_copies_the_masters_metadata_with_its_credentials(secured: Cluster,
+                                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    admin = bearer(secured.tokens["admin"])
+    master = secured.broker.url
+    assert httpx.post(master + "/v1/topics", json={"name": "ha-orders", "queues": 2}, headers=admin,
+                      timeout=10).status_code == 201
+    ha_address = httpx.get(master + "/v1/broker", headers=admin, timeout=10).json()["ha"]["listen_address"]
+    base = tmp_path_factory.mktemp("auth-slave")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
+    env.update(FAST_ENV)
+    env.update({"SPARKMQ_AUTH__ENABLED": "true", "SPARKMQ_AUTH__DIR": str(secured.auth_dir),
+                "SPARKMQ_AUTH__TOKEN": secured.tokens["node"], "SPARKMQ_BROKER__BROKER_ID": "1",
+                "SPARKMQ_HA__MASTER_ADDR": ha_address.replace("0.0.0.0", "127.0.0.1"),
+                "SPARKMQ_HA__MASTER_URL": master, "SPARKMQ_HA__METADATA_SYNC_INTERVAL_S": "1"})
+    slave = BrokerProcess(base / "data", _free_port(), env, base / "slave.log")
+    try:
+        slave.start()
+        deadline = time.monotonic() + 30
+        names: set[str] = set()
+        while time.monotonic() < deadline and "ha-orders" not in names:
+            names = {t["name"] for t in httpx.get(slave.url + "/v1/topics", headers=admin, timeout=10).json()}
+            time.sleep(0.2)
+        assert "ha-orders" in names, slave.log_tail()  # GET /v1/admin/metadata on the master needs Cluster Admin
+        shown = sparkmq("--token", secured.tokens["admin"], "cluster", "--url", slave.url, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert '"role": "slave"' in shown.stdout.replace('"role":"slave"', '"role": "slave"')
+    finally:
+        slave.stop()
