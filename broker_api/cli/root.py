@@ -39,6 +39,7 @@ from .consume import consume
 from .groups import groups, offsets
 from .produce import produce
 from .sql import sql_command
+from .store import store_app
 from .topic import topic_app
 from .namesrv import namesrv_command
 from ..auth import exposure_warning
@@ -145,6 +146,7 @@ def _client_options(
 app.add_typer(topic_app, name="topic")
 app.add_typer(user_app, name="user")
 app.add_typer(acl_app, name="acl")
+app.add_typer(store_app, name="store")
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("groups")(groups)
