@@ -14,6 +14,7 @@ nothing stored) is always retried, a bounded number of times.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ log = logging.getLogger("sparkmq.streaming")
 ARROW_MIME = "application/vnd.apache.arrow.stream"
 _ROUNDS = 3
 _BACKOFF_S = (0.1, 0.3, 1.0)
+_BUSY_RETRIES = 5  # busy answers (429/503 with Retry-After) waited out per request
 _NOT_FOUND = {"topic_not_found", "queue_not_found"}
 
 
@@ -113,7 +115,7 @@ class BrokerClient:
             raise self._unavailable(method, path, urls, self._backing_off(urls), write)
         errors: list[str] = []
         busy_until = time.monotonic() + self._config.timeout_s
-        rounds = 0
+        rounds = busy = 0
         while rounds < self._rounds:
             resp = self._try_endpoints(method, path, idempotent, errors, kwargs, urls)
             if resp is None:  # nobody answered: back off, a bounded number of rounds
@@ -121,9 +123,14 @@ class BrokerClient:
                 if rounds < self._rounds:
                     time.sleep(self._pause(rounds))
                 urls = self._endpoints(write)
-            elif resp.status_code in (429, 503) and time.monotonic() < busy_until:
-                # fast failure: nothing was stored; wait as told, up to the request timeout
-                time.sleep(min(1.0, float(resp.headers.get("Retry-After", "0.1") or 0.1)))
+            elif resp.status_code in (429, 503) and busy < _BUSY_RETRIES and time.monotonic() < busy_until:
+                # fast failure: nothing was stored; wait as told (doubling, jittered), a bounded number of times
+                busy += 1
+                told = float(resp.headers.get("Retry-After", "0.1") or 0.1)
+                delay = min(2.0, told * 2 ** (busy - 1)) * random.uniform(0.5, 1.5)
+                log.info("sparkmq broker %s busy (HTTP %s) on %s %s; retry %d of %d in %.2f s",
+                         resp.request.url.host, resp.status_code, method, path, busy, _BUSY_RETRIES, delay)
+                time.sleep(delay)
             else:
                 return self._check(resp, method, str(resp.request.url))
         raise self._unavailable(method, path, urls, errors, write)

@@ -45,6 +45,8 @@ def consume(
         "--allow-partial", help="Exit 0 even if a broker could not be read (with --namesrv).")] = False,
     skip_damaged: Annotated[bool, typer.Option(
         "--skip-damaged", help="Skip a damaged record (failed CRC) with a warning instead of stopping.")] = False,
+    filter: Annotated[str | None, typer.Option(
+        "--filter", help="SQL92 property filter, e.g. \"amount > 5 AND region = 'eu'\"; only matches print.")] = None,
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
@@ -66,6 +68,8 @@ def consume(
       sparkmq consume orders --group billing --follow
 
       sparkmq consume orders --json --max 100 > orders.jsonl
+
+      sparkmq consume orders --filter "amount > 5 AND region IN ('eu', 'us')"
     """
     if start not in ("earliest", "latest"):
         fail("--from must be earliest or latest")
@@ -73,7 +77,7 @@ def consume(
     with open_client(url, namesrv) as c:
         outages = _Outages()
         positions, backlog = _start_positions(c, topic, queue, group, start, outages)
-        tail = _Tail(c, topic, positions, group, as_json, outages, (queue, start), skip_damaged)
+        tail = _Tail(c, topic, positions, group, as_json, outages, (queue, start), skip_damaged, filter)
         try:
             tail.run(follow, limit, min(backlog, limit))
         except KeyboardInterrupt:
@@ -148,8 +152,10 @@ class _Tail:
     """Round-robins the queues of a topic, printing pages and committing the group's offsets."""
 
     def __init__(self, c: SparkMQClient, topic: str, positions: dict[Slot, int], group: str | None,
-                 as_json: bool, outages: _Outages, start: tuple[int | None, str], skip_damaged: bool = False) -> None:
-        self._c, self._topic, self._group, self._as_json = c, topic, group, as_json
+                 as_json: bool, outages: _Outages, start: tuple[int | None, str], skip_damaged: bool = False,
+                 filter: str | None = None) -> None:
+        self._c, self._topic, self._group, self._as_json, self._filter = c, topic, group, as_json, filter
+        self._advanced = False  # a filtered page can move the offset without a message
         self._outages, self._start, self._skip_damaged = outages, start, skip_damaged
         self.positions = positions
         self.printed = 0
@@ -167,7 +173,7 @@ class _Tail:
             while self.printed < limit and (self.printed < backlog or not follow):
                 got = self._round(limit, 0)
                 bar.advance(got)
-                if not got:
+                if not got and not self._advanced:
                     break
         while follow and self.printed < limit:
             readable = sum(1 for b, _ in self.positions if not self._outages.skip(b))
@@ -179,6 +185,7 @@ class _Tail:
         """One pull per queue (long-polling only while nothing arrived this round); returns messages printed."""
         got = 0
         many = self._c.routed
+        self._advanced = False
         self._rediscover()
         for (broker, qid), offset in list(self.positions.items()):
             if self._outages.skip(broker):
@@ -186,7 +193,7 @@ class _Tail:
             try:
                 page = self._c.pull(self._topic, qid, offset, max_messages=min(_PAGE, limit - self.printed),
                                     wait_ms=0 if got else idle_wait, group=self._group,
-                                    broker=broker if many else None)
+                                    broker=broker if many else None, filter=self._filter)
             except BrokerUnreachableError as exc:
                 if not many:
                     raise
@@ -203,6 +210,7 @@ class _Tail:
                     self.positions[(broker, qid)] = msg["offset"] + 1
                     self.printed += 1
             self.positions[(broker, qid)] = page.next_offset
+            self._advanced |= page.next_offset > offset
             got += len(page.messages)
             if self.printed >= limit:
                 break

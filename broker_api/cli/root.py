@@ -7,7 +7,8 @@
     sparkmq namesrv [--host H] [--port P] [--config F]
     sparkmq topic create|list|describe|delete ...        (cli/topic.py)
     sparkmq produce TOPIC [BODY ...] [--file PATH]       (cli/produce.py; stdin lines when no body)
-    sparkmq consume TOPIC [--group G] [--follow]         (cli/consume.py)
+    sparkmq consume TOPIC [--group G] [--follow] [--filter SQL]   (cli/consume.py)
+    sparkmq pop TOPIC --group G; sparkmq ack --group G RECEIPT...; sparkmq dlq GROUP   (cli/pop.py)
     sparkmq groups [GROUP]; sparkmq offsets GROUP --topic T [--set QUEUE=OFFSET ...]   (cli/groups.py)
     sparkmq sql "SELECT ..."                             (cli/sql.py, over the Delta mirror)
     sparkmq cluster [--namesrv A]                        (cli/cluster.py: roles, slaves, replication lag)
@@ -42,6 +43,7 @@ from .sql import sql_command
 from .store import store_app
 from .topic import topic_app
 from .namesrv import namesrv_command
+from .pop import ack_command, dlq_command, pop_command
 from ..auth import exposure_warning
 from ..settings import load_settings
 
@@ -149,6 +151,9 @@ app.add_typer(acl_app, name="acl")
 app.add_typer(store_app, name="store")
 app.command("produce")(produce)
 app.command("consume")(consume)
+app.command("pop")(pop_command)
+app.command("ack")(ack_command)
+app.command("dlq")(dlq_command)
 app.command("groups")(groups)
 app.command("offsets")(offsets)
 app.command("sql")(sql_command)

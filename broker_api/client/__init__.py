@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from .core import MessageLike, SparkMQClient, Unreachable
+from .pop import AckResult, DeadLetter, InvisibleResult, PopMessage, RetryResult
 from .results import BrokerUnreachableError, PullResult, QueueInfo, SendError, SendResult
 
-__all__ = ["BrokerUnreachableError", "MessageLike", "PullResult", "QueueInfo", "SendError", "SendResult",
-           "SparkMQClient", "Unreachable"]
+__all__ = ["AckResult", "BrokerUnreachableError", "DeadLetter", "InvisibleResult", "MessageLike", "PopMessage",
+           "PullResult", "QueueInfo", "RetryResult", "SendError", "SendResult", "SparkMQClient", "Unreachable"]

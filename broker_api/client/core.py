@@ -40,6 +40,7 @@ from ..namesrv.client import NamesrvClient
 from ..namesrv.errors import NamesrvAddressError, NamesrvUnavailableError, TopicRouteNotFoundError
 from ..namesrv.wire import normalize_url
 from .auth import http_options
+from .pop import PopMixin
 from .results import (
     BrokerUnreachableError,
     PullResult,
@@ -70,8 +71,8 @@ def _wire_message(m: MessageLike) -> dict[str, Any]:
     return dict(m)
 
 
-class SparkMQClient:
-    """Produce, pull, offsets and topics against one broker or a NameServer-routed cluster."""
+class SparkMQClient(PopMixin):
+    """Produce, pull, POP (client/pop.py), offsets and topics against one broker or a NameServer-routed cluster."""
 
     def __init__(self, endpoint: str | None = None, *, namesrv: str | Iterable[str] | None = None,
                  timeout_s: float = 35.0, route_ttl_s: float = 5.0, send_retries: int = 2,
@@ -247,17 +248,17 @@ class SparkMQClient:
     # -- pull and queues ---------------------------------------------------------
 
     def pull(self, topic: str, queue_id: int, offset: int, max_messages: int = 32, wait_ms: int = 0,
-             tags: str | None = None, group: str | None = None, broker: str | None = None) -> PullResult:
+             tags: str | None = None, group: str | None = None, broker: str | None = None,
+             filter: str | None = None) -> PullResult:
         """One page of a queue, from the broker that owns it (``broker=`` when several serve the topic).
+
+        ``filter`` is a SQL92 property filter (``"a > 5 AND region = 'eu'"``); only matches are served.
 
         When the master does not answer, a slave of the same broker serves the page.
         """
         name, urls = self._readers(topic, broker)
         params: dict[str, Any] = {"offset": offset, "max_messages": max_messages, "wait_ms": wait_ms}
-        if tags:
-            params["tags"] = tags
-        if group:
-            params["group"] = group
+        params.update((k, v) for k, v in (("tags", tags), ("group", group), ("filter", filter)) if v)
         url, page = self._read(name, urls, lambda u: self._call(
             "GET", f"{u}/v1/topics/{topic}/queues/{queue_id}/messages", name, params=params))
         return PullResult(name, page["status"], page["messages"], page["next_offset"], page["min_offset"],
