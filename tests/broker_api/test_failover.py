@@ -9,31 +9,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from broker_api.client import SendError, SparkMQClient
-from tests.namesrv.support import NamesrvProcess, free_port, wait_until
 
-from .test_cluster import Cluster, _broker_env
+from .test_cluster import Cluster, cluster  # noqa: F401 - the NameServer + broker-a + broker-b fixture
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def cluster(fast_broker: Callable[..., Any], tmp_path: Path) -> Iterator[Cluster]:
-    namesrv = NamesrvProcess(free_port(), tmp_path / "namesrv.log").start()
-    try:
-        addr = namesrv.url.removeprefix("http://")
-        a = fast_broker(_broker_env(addr, "broker-a"))
-        b = fast_broker(_broker_env(addr, "broker-b"))
-        wait_until(lambda: len(namesrv.get("/v1/cluster").json()["brokers"]) == 2, timeout_s=10)
-        yield Cluster(namesrv, a, b)
-    finally:
-        assert namesrv.stop() == 0
 
 
 def _topic(c: SparkMQClient, name: str = "orders") -> None:
