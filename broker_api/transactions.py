@@ -15,7 +15,8 @@ atomically, with the sequence number of the last record it covers) plus
 by ``seq`` so a crash between writing a snapshot and emptying the journal
 never applies a record twice)::
 
-    {"op": "add", "tx": ID, "ts": MS, "staged": N}     (older: "halves": [MSG_ID, ...])
+    {"op": "add", "tx": ID, "ts": MS, "staged": N | "raw": N}   (older: "halves": [MSG_ID, ...])
+    {"op": "parsed", "tx": ID}                          (raw Arrow bodies parsed, see tx_sinks)
     {"op": "decide", "txs": [ID, ...], "state": "committed" | "rolled_back",
      "ts": MS, "from": COMMITLOG_OFFSET, "sink": SINK_ID?, "batch": BATCH_ID?}
     {"op": "published", "txs": [ID, ...]}
@@ -37,7 +38,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from store import (
     DispatchBatch,
@@ -49,9 +50,10 @@ from store import (
 )
 from store.schedule import REAL_TOPIC
 
-from .errors import BadRequestError, TransactionNotFoundError, TransactionStateError
+from .errors import TransactionNotFoundError, TransactionStateError
 from .jsonfile import Journal, read_json, write_json_atomic
 from .settings import TransactionsSection
+from .tx_sinks import SinkBatches, Parser
 from .txspool import TxSpool
 
 __all__ = ["TransactionService", "HALF_TOPIC", "TX_PROPERTY"]
@@ -85,10 +87,11 @@ class _Tx:
     topic: str = ""
     checks: int = 0  # check-backs answered unknown or failed
     staged: bool = False  # messages in the spool (else: half messages in the CommitLog)
+    raw: int = 0  # rows staged as Arrow bodies, parsed at commit
 
 
-class TransactionService:
-    """Half messages, commit/rollback, timeouts and sink batch records."""
+class TransactionService(SinkBatches):
+    """Half messages, commit/rollback, timeouts and sink batch records (:mod:`tx_sinks`)."""
 
     def __init__(self, store: MessageStore, meta_dir: Path, section: TransactionsSection) -> None:
         self._store = store
@@ -165,9 +168,13 @@ class TransactionService:
         if op == "add":
             tx = self._txs.setdefault(r["tx"], _Tx(r["tx"], r["ts"]))
             tx.halves.extend(r.get("halves", ()))
-            tx.messages += len(r.get("halves", ())) + int(r.get("staged", 0))
-            tx.staged = tx.staged or "staged" in r
+            tx.messages += len(r.get("halves", ())) + int(r.get("staged", 0)) + int(r.get("raw", 0))
+            tx.raw += int(r.get("raw", 0))
+            tx.staged = tx.staged or "staged" in r or "raw" in r
             tx.check_url, tx.topic = r.get("check_url") or tx.check_url, r.get("topic") or tx.topic
+        elif op == "parsed":
+            if r["tx"] in self._txs:
+                self._txs[r["tx"]].raw = 0
         elif op == "checked":
             if r["tx"] in self._txs:
                 self._txs[r["tx"]].checks = r["n"]
@@ -249,7 +256,7 @@ class TransactionService:
 
     # -- decisions -------------------------------------------------------
 
-    def commit(self, tx_id: str) -> dict[str, Any]:
+    def commit(self, tx_id: str, parse: Parser | None = None) -> dict[str, Any]:
         """Make the halves visible; committing a committed id again is a no-op."""
         with self._lock:
             tx = self._get(tx_id)
@@ -260,6 +267,7 @@ class TransactionService:
                 )
             if tx.state == _COMMITTED:
                 return {"transaction_id": tx_id, "state": _COMMITTED, "messages": tx.messages, "already": True}
+            self.prepare_raw([tx], parse)
             self._decide([tx], _COMMITTED)
             n = self._publish([tx])
             return {"transaction_id": tx_id, "state": _COMMITTED, "messages": n, "already": False}
@@ -355,46 +363,3 @@ class TransactionService:
     def open_count(self) -> int:
         with self._lock:
             return sum(1 for t in self._txs.values() if t.state == _OPEN)
-
-    # -- exactly-once sink ------------------------------------------------
-
-    def sink_commit(self, sink_id: str, batch_id: int, tx_ids: list[str]) -> dict[str, Any]:
-        """Commit ``tx_ids`` and record (sink_id, batch_id) atomically; replays roll back."""
-        with self._lock:
-            if batch_id in self._sinks.get(sink_id, {}):
-                self._rollback_open(tx_ids)
-                return {"status": "already_committed"}
-            txs = [self._get(t) for t in _unique(tx_ids)]
-            for tx in txs:
-                if tx.state != _OPEN:
-                    raise TransactionStateError(
-                        f"transaction {tx.tx_id} is already {tx.state}; a sink batch can only commit open transactions"
-                    )
-            self._decide(txs, _COMMITTED, (sink_id, batch_id))
-            n = self._publish(txs)
-            return {"status": "committed", "messages": n}
-
-    def sink_abort(self, sink_id: str, batch_id: int, tx_ids: list[str]) -> dict[str, Any]:
-        with self._lock:
-            n = self._rollback_open(tx_ids)
-            return {"status": "aborted", "rolled_back": n}
-
-    def _rollback_open(self, tx_ids: Iterable[str]) -> int:
-        txs = [self._txs[t] for t in _unique(tx_ids) if t in self._txs and self._txs[t].state == _OPEN]
-        if txs:
-            self._decide(txs, _ROLLED_BACK)
-        return len(txs)
-
-    def sink_info(self, sink_id: str, last: int = 10) -> dict[str, Any]:
-        with self._lock:
-            batches = self._sinks.get(sink_id, {})
-            ids = sorted(batches)
-            return {"sink_id": sink_id, "last_batch_id": ids[-1] if ids else None,
-                    "batches": [batches[b] for b in ids[-last:]]}
-
-
-def _unique(ids: Iterable[str]) -> list[str]:
-    out = list(dict.fromkeys(ids))
-    if not all(isinstance(i, str) for i in out):
-        raise BadRequestError("transaction_ids must be a list of strings")
-    return out

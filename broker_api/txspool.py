@@ -14,6 +14,18 @@ CommitLog once, with the ``sparkmq.tx_id`` property and the
 
 (plain tuples: pickling them costs about a tenth of pickling ``Message`` objects).
 
+The Spark sink stages its Arrow produce bodies as they came, unparsed, and
+the commit parses them (so a row is parsed once and appended once, as a
+plain produce is)::
+
+    <data>/config/tx-spool/<transaction id>.arrow
+    +-------------------+-------+------------------+--------------------------+
+    | FRAME.size (u32)  | topic | FRAME.size (u32) | Arrow IPC stream (bytes) |   one per produce
+    +-------------------+-------+------------------+--------------------------+
+
+At commit the parsed messages are written to ``<id>.msgs`` (temp file,
+fsync, rename) before the decision, so recovery never parses again.
+
 Files are flushed on every append and fsynced before a commit is decided
 (:meth:`TxSpool.sync`), so a decided commit always finds its messages. A
 frame cut short by a crash ends the file: only an open transaction can have
@@ -37,6 +49,7 @@ log = logging.getLogger(__name__)
 
 FRAME = struct.Struct("<I")
 _SUFFIX = ".msgs"
+_RAW = ".arrow"
 
 
 class TxSpool:
@@ -51,10 +64,14 @@ class TxSpool:
 
     def append(self, tx_id: str, messages: list[Message], born_ms: int) -> None:
         """Add one frame with ``messages`` to the transaction's file (flushed, not fsynced)."""
+        self._append_to(self._path(tx_id), messages, born_ms)
+
+    @staticmethod
+    def _append_to(path: Path, messages: list[Message], born_ms: int) -> None:
         rows = [(m.topic, m.body, m.queue_id, m.keys, m.tags, m.properties or None, m.flag,
                  m.born_timestamp or born_ms) for m in messages]
         data = pickle.dumps(rows, protocol=5)
-        with open(self._path(tx_id), "ab") as fh:
+        with open(path, "ab") as fh:
             fh.write(FRAME.pack(len(data)) + data)
 
     def sync(self, tx_ids: Iterable[str]) -> None:
@@ -91,9 +108,51 @@ class TxSpool:
                         dict(properties), flag, sys_flag, born)
                 for topic, body, qid, keys, tags, props, flag, born in out[:limit]]
 
+    def append_raw(self, tx_id: str, topic: str, raw: bytes) -> None:
+        """Add one unparsed Arrow produce body for ``topic`` (flushed, not fsynced)."""
+        name = topic.encode("utf-8")
+        with open(self._root / f"{tx_id}{_RAW}", "ab") as fh:
+            fh.write(b"".join((FRAME.pack(len(name)), name, FRAME.pack(len(raw)), raw)))
+
+    def read_raw(self, tx_id: str) -> list[tuple[str, bytes]]:
+        """The (topic, Arrow body) frames of a transaction, up to a torn one."""
+        try:
+            raw = (self._root / f"{tx_id}{_RAW}").read_bytes()
+        except FileNotFoundError:
+            return []
+        out: list[tuple[str, bytes]] = []
+        pos, view = 0, memoryview(raw)
+        while pos + FRAME.size <= len(raw):
+            (n,) = FRAME.unpack_from(raw, pos)
+            start = pos + FRAME.size + n
+            if start + FRAME.size > len(raw):
+                break
+            (size,) = FRAME.unpack_from(raw, start)
+            end = start + FRAME.size + size
+            if end > len(raw):
+                break
+            out.append((bytes(view[pos + FRAME.size:start]).decode("utf-8"),
+                        bytes(view[start + FRAME.size:end])))
+            pos = end
+        return out
+
+    def replace(self, tx_id: str, messages: list[Message], born_ms: int) -> None:
+        """Write ``messages`` as the transaction's staged file: temp file, fsync, rename."""
+        tmp = self._root / f"{tx_id}{_SUFFIX}.tmp"
+        tmp.unlink(missing_ok=True)
+        self._append_to(tmp, messages, born_ms)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path(tx_id))
+
     def drop(self, tx_id: str) -> None:
-        self._path(tx_id).unlink(missing_ok=True)
+        for suffix in (_SUFFIX, _RAW, f"{_SUFFIX}.tmp"):
+            (self._root / f"{tx_id}{suffix}").unlink(missing_ok=True)
+
+    def drop_raw(self, tx_id: str) -> None:
+        (self._root / f"{tx_id}{_RAW}").unlink(missing_ok=True)
 
     def ids(self) -> list[str]:
         """Transaction ids that have a staged file."""
-        return sorted(p.name[: -len(_SUFFIX)] for p in self._root.glob(f"*{_SUFFIX}"))
+        names = {p.name.split(".")[0] for p in self._root.iterdir()}
+        return sorted(names)

@@ -1,4 +1,4 @@
-"""A sink task's sends: rows → transactional half messages, one transaction per broker.
+"""A sink task's sends: rows → staged transactional messages, one transaction per broker.
 
 With ``endpoint`` every row goes to the broker's master (never a slave).
 With ``namesrv`` rows are placed over the writable brokers' queues (see
@@ -80,7 +80,8 @@ class TaskSender:
 
     def send(self, address: str, topic: str, table: pa.Table) -> None:
         answer = self.client(address).produce_arrow(
-            topic, table, transactional=True, transaction_id=self.txids.get((address, topic)))
+            topic, table, transactional=True, transaction_id=self.txids.get((address, topic)),
+            staged=True)
         self.txids.setdefault((address, topic), str(answer["transaction_id"]))
         self.rows += table.num_rows
 

@@ -1,9 +1,10 @@
-"""The sink: rows → transactional half messages → one idempotent batch commit.
+"""The sink: rows → staged transactional messages → one idempotent batch commit.
 
 Exactly-once, per micro-batch::
 
-    executor task   write(batches)   POST /v1/topics/{t}/messages {"transactional": true}
-                                     POST ...?transaction_id=ID   (more chunks, same tx)
+    executor task   write(batches)   POST /v1/topics/{t}/messages?transactional=true&staging=raw
+                                     POST ...?transaction_id=ID&staging=raw (more chunks, same tx)
+                                     (Arrow bodies the broker keeps unparsed until the commit)
                                      -> SinkCommitMessage(transaction_ids)
     driver          commit(msgs, b)  POST /v1/sinks/{sinkId}/batches/{b}/commit {ids}
                                        first time   -> "committed": halves become visible

@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..filters import Predicate, apply_filter, compile_filter
 from .openapi import PRODUCE_DOC, PULL_DOC
+from .staging import stage_raw, wants_raw_staging
 from ..topics import TopicConfig
 from .wire import (
     ARROW_STREAM,
@@ -162,6 +163,8 @@ async def produce(request: Request) -> Response:
     raw = await _read_body(request, broker.settings.limits.max_request_bytes)
     tx_id = request.query_params.get("transaction_id") or None
     cfg = broker.topics.for_produce(topic)
+    if wants_raw_staging(request):  # the Spark sink: staged as it came, parsed at commit
+        return _json(await stage_raw(request, broker, cfg.name, raw, tx_id))
     extras: dict[str, Any] = {}
     if len(raw) <= _INLINE_PARSE_BYTES:
         drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages, extras)

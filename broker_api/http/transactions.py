@@ -8,13 +8,19 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
+from store import Message
+
 from ..broker import Broker
 from ..errors import BadRequestError
+from ..tx_sinks import Parser
+from .messages import _to_messages
+from .wire import parse_arrow_produce
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["transactions"])
-_SINK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,254}$")
+SINK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,254}$"  # also the OpenAPI pattern of {sink_id}
+_SINK = re.compile(SINK_ID_PATTERN)
 
 
 class TransactionAction(BaseModel):
@@ -33,6 +39,16 @@ def _broker(request: Request) -> Broker:
     return request.app.state.broker  # type: ignore[no-any-return]
 
 
+def _parser(broker: Broker) -> Parser:
+    """How a commit parses Arrow bodies staged raw: as a produce would (queues chosen alike)."""
+    limit = broker.settings.limits.max_batch_messages
+
+    def parse(topic: str, raw: bytes) -> list[Message]:
+        return _to_messages(broker, broker.topics.for_produce(topic), parse_arrow_produce(raw, limit))
+
+    return parse
+
+
 def _check_sink(sink_id: str) -> None:
     if not _SINK.match(sink_id):
         raise BadRequestError(f"sink id {sink_id!r} is invalid; use 1-255 characters from A-Z a-z 0-9 _ . : -")
@@ -43,8 +59,9 @@ async def end_transaction(tx_id: str, body: TransactionAction, request: Request)
     """Commit of an already committed id is a no-op answered 200."""
     broker = _broker(request)
     tx = broker.transactions
-    fn = tx.commit if body.action == "commit" else tx.rollback
-    return await broker.gate.run(fn, tx_id, offload=True)
+    if body.action == "commit":
+        return await broker.gate.run(tx.commit, tx_id, _parser(broker), offload=True)
+    return await broker.gate.run(tx.rollback, tx_id, offload=True)
 
 
 @router.get("/v1/transactions/{tx_id}", summary="State of a transaction")
@@ -59,7 +76,7 @@ async def sink_commit(sink_id: str, batch_id: int, body: SinkBatch, request: Req
     _check_sink(sink_id)
     broker = _broker(request)
     return await broker.gate.run(broker.transactions.sink_commit, sink_id, batch_id, body.transaction_ids,
-                                 offload=True)
+                                 _parser(broker), offload=True)
 
 
 @router.post("/v1/sinks/{sink_id}/batches/{batch_id}/abort", summary="Abort a sink batch")

@@ -49,3 +49,48 @@ def test_staged_messages_survive_a_restart_and_are_appended_once_at_commit(tmp_p
         again.stop()
     finally:
         store.shutdown()
+
+
+def test_raw_arrow_bodies_are_parsed_at_commit_and_a_bad_one_leaves_the_batch_open(
+    tmp_path: Path,
+) -> None:
+    import pyarrow as pa
+
+    def body(values: list[bytes]) -> bytes:
+        table = pa.table({"body": pa.array(values, pa.binary())})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return bytes(sink.getvalue().to_pybytes())
+
+    def parse(topic: str, raw: bytes) -> list[Message]:
+        rows = pa.ipc.open_stream(raw).read_all().column("body").to_pylist()
+        if b"bad" in rows:
+            raise ValueError("row 'bad' does not parse")
+        return [Message(topic, b, i % 2) for i, b in enumerate(rows)]
+
+    store = _store(tmp_path / "store")
+    meta = tmp_path / "config"
+    try:
+        tx = TransactionService(store, meta, TransactionsSection())
+        tx.start()
+        good = tx.stage_raw("t", body([b"a", b"b"]), 2, None)
+        tx.stage_raw("t", body([b"c"]), 1, good)
+        bad = tx.stage_raw("t", body([b"x", b"bad"]), 2, None)
+        tx.stop()  # a restart between staging and commit
+
+        again = TransactionService(store, meta, TransactionsSection())
+        again.start()
+        try:
+            again.sink_commit("s", 0, [good, bad], parse)
+        except ValueError:
+            pass
+        assert again.describe(bad)["state"] == "open" and not store.get_messages("t", 0, 0, 9).messages
+        assert again.sink_abort("s", 0, [good, bad])["rolled_back"] == 2
+        retry = again.stage_raw("t", body([b"a", b"b", b"c"]), 3, None)
+        assert again.sink_commit("s", 0, [retry], parse)["messages"] == 3
+        got = [m.body for q in (0, 1) for m in store.get_messages("t", q, 0, 9).messages]
+        assert sorted(got) == [b"a", b"b", b"c"] and list((meta / "tx-spool").iterdir()) == []
+        again.stop()
+    finally:
+        store.shutdown()
