@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .columns import ColumnPutResult
 from .config import FlushMode, HAConfig, StoreConfig
 from .dispatch import DispatchBatch, Dispatcher, decode_properties
 from .errors import (
@@ -21,6 +22,7 @@ from .pull import PullBatch
 
 __all__ = [
     "ArrivalListener",
+    "ColumnPutResult",
     "CorruptRecordError",
     "DamagedRecord",
     "DiskFullError",

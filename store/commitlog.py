@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import codec
+from .columns import ColumnBatch
 from .errors import CorruptRecordError, InvalidOffsetError, MessageNotFoundError
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
@@ -64,7 +65,7 @@ class CommitLog:
         return self.queue.max_offset()
 
     # -- write -----------------------------------------------------------
-    def append(self, batch: codec.PreparedBatch) -> AppendResult:
+    def append(self, batch: codec.PreparedBatch | ColumnBatch) -> AppendResult:
         n = len(batch)
         with self.write_lock:
             if self.queue.last() is None:
@@ -96,11 +97,14 @@ class CommitLog:
             count += 1
             base, room = (ends[done - 1] if done else 0), cap
 
-    def _assign_queue_offsets(self, batch: codec.PreparedBatch) -> list[int]:
+    def _assign_queue_offsets(self, batch: codec.PreparedBatch | ColumnBatch) -> list[int]:
         """Next offsets per (topic, queue); hidden half messages take none (offset 0)."""
         table = self.topic_queue_table
-        if batch.uniform:
-            key = (batch.topics[0], batch.rows[0][0])
+        if isinstance(batch, ColumnBatch) or batch.uniform:
+            if isinstance(batch, ColumnBatch):
+                key = (batch.topic, batch.queue_id)
+            else:
+                key = (batch.topics[0], batch.rows[0][0])
             base = table.get(key, 0)
             table[key] = base + len(batch)
             return list(range(base, base + len(batch)))
@@ -112,7 +116,8 @@ class CommitLog:
                 table[key] = nxt + 1
         return qoffs
 
-    def _append_some(self, batch: codec.PreparedBatch, lo: int, qoffs: list[int], phys: list[int], now: int) -> int:
+    def _append_some(self, batch: codec.PreparedBatch | ColumnBatch, lo: int, qoffs: list[int], phys: list[int],
+                     now: int) -> int:
         """Append as many messages from ``lo`` as fit the current segment."""
         seg = self.queue.writable()
         room = seg.remaining - codec.MIN_BLANK
@@ -125,7 +130,10 @@ class CommitLog:
         hi = lo + fit
         start = seg.start_offset + seg.wrote
         phys[lo:hi] = [start] + [start + e for e in ends[: fit - 1]]
-        data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
+        if isinstance(batch, ColumnBatch):
+            data: bytes | memoryview = batch.encode(lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
+        else:
+            data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
         seg.append(data)
         return hi
 

@@ -81,8 +81,8 @@ class MappedFile:
     def is_full(self) -> bool:
         return self.wrote >= self.size
 
-    def append(self, data: bytes) -> int:
-        """Copy ``data`` at the write position; returns its file position."""
+    def append(self, data: bytes | memoryview) -> int:
+        """Copy ``data`` (bytes, or a flat byte view) at the write position; returns its file position."""
         pos = self.wrote
         end = pos + len(data)
         if end > self.size:

@@ -25,10 +25,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Sequence, TypeVar
 
 from . import codec, pull
 from .checkpoint import StoreCheckpoint
+from .columns import ColumnPutResult, prepare_columns
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consume_queue_store import ConsumeQueueStore
@@ -186,6 +187,22 @@ class MessageStore:
         n, ts = len(messages), res.store_timestamp
         return list(map(PutResult._make, zip(ids, [m.topic for m in messages], batch.queue_ids, res.queue_offsets,
                                              res.phy_offsets, batch.sizes, [ts] * n)))
+
+    def put_columns(self, topic: str, queue_id: int, bodies: Sequence[bytes], *, keys: Sequence[str] | None = None,
+                    tags: str | None = None) -> ColumnPutResult:
+        """Append messages of one topic and queue given as columns (see :mod:`store.columns`):
+        one body per message, optional one key per message, one tag for all.  Atomic; with
+        SYNC flush, returns once it is on disk."""
+        self._check_running()
+        if self._retention.disk_full:
+            raise DiskFullError(f"disk use {self._retention.last_ratio:.0%} passed the hard limit "
+                                f"{self.config.disk_hard_limit_ratio:.0%}; free space or lower retention")
+        batch = prepare_columns(topic, queue_id, bodies, keys=keys, tags=tags, born_ts=int(time.time() * 1000),
+                                born_host=self._born_host, max_size=self.max_message_bytes)
+        res = self.commitlog.append(batch)
+        self._flusher.wait_for(res.end_offset)
+        return ColumnPutResult(topic, queue_id, res.phy_offsets, res.queue_offsets[0], batch.sizes,
+                               res.store_timestamp, self.commitlog.store_host)
 
     def append_replicated(self, phy_offset: int, data: bytes) -> int:
         """Slave: write raw CommitLog bytes from the master at the same physical offset.
