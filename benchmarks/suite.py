@@ -71,6 +71,10 @@ SPECS: tuple[BenchSpec, ...] = (
     # HA (issue 12): replication throughput, slave lag at 100k msg/s, SYNC_MASTER next to ASYNC_MASTER and sync flush.
     BenchSpec("broker", "ha", "benchmarks.bench_ha", ("--duration", "5"), ("--duration", "1", "--copy-mb", "20"),
               600, 180),
+    # Message model (issue 13): POP + ack next to a plain pull of the same messages; timers with 1M pending.
+    BenchSpec("broker", "pop", "benchmarks.bench_pop", ("--messages", "200000"), ("--messages", "20000"), 300, 90),
+    BenchSpec("broker", "delay", "benchmarks.bench_delay", ("--pending", "1000000", "--due", "100000"),
+              ("--pending", "20000", "--due", "5000"), 600, 90),
     BenchSpec("spark", "spark", "benchmarks.bench_spark",
               ("--rows", "1000000", "--sink-rows", "1000000", "--latency-s", "10"),
               ("--rows", "50000", "--sink-rows", "5000", "--latency-s", "3"), 1200, 420),
