@@ -57,8 +57,11 @@ def _missing(c: httpx.Client, acked: list[tuple[int, int, str]]) -> list[tuple[i
 
 def test_disk_full_answers_507_loses_nothing_and_recovers_on_its_own(fast_broker: Any, tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "fs", _FS_BYTES) as fs:
+        # the timer wheel is allocated whole at start (2 x max_delay / precision slots, 24 MiB for 3 days):
+        # a short max delay keeps it small, so the CommitLog is what fills this file system
         b = fast_broker(env={"SPARKMQ_STORE__DISK_HARD_LIMIT_RATIO": "0.999",
-                             "SPARKMQ_STORE__RETENTION_CHECK_INTERVAL_S": "1"}, data_dir=fs / "data")
+                             "SPARKMQ_STORE__RETENTION_CHECK_INTERVAL_S": "1",
+                             "SPARKMQ_DELAY__MAX_DELAY_S": "3600"}, data_dir=fs / "data")
         try:
             _run(b, fs)
         finally:
