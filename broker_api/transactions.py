@@ -99,6 +99,7 @@ class TransactionService(SinkBatches):
         self._snapshot = meta_dir / "transactions.json"
         self._journal = Journal(meta_dir / "transactions.jsonl")
         self._spool = TxSpool(meta_dir / "tx-spool")
+        self._parsed: dict[str, list[Message]] = {}  # raw bodies parsed by a commit in progress
         self._txs: dict[str, _Tx] = {}
         self._sinks: dict[str, dict[int, dict[str, Any]]] = {}
         self._lock = threading.RLock()
@@ -295,6 +296,7 @@ class TransactionService(SinkBatches):
             self.rolled_back += len(txs)
             for tx in txs:
                 self._spool.drop(tx.tx_id)
+                self._parsed.pop(tx.tx_id, None)
 
     def _commitlog_end(self) -> int:
         return int(self._store.stats().get("commitlog_max_offset", 0))  # type: ignore[call-overload]
@@ -308,7 +310,10 @@ class TransactionService(SinkBatches):
             if done >= tx.messages:
                 continue
             wanted += tx.messages - done
-            if tx.staged:
+            parsed = self._parsed.pop(tx.tx_id, None)
+            if parsed is not None:
+                messages.extend(parsed[done:])
+            elif tx.staged:
                 messages.extend(self._spool.read(tx.tx_id, tx.messages, {TX_PROPERTY: tx.tx_id},
                                                  int(SysFlag.TRANSACTION_COMMIT))[done:])
             else:

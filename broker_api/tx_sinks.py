@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from store import Message
+from store import Message, SysFlag
 
 from .errors import BadRequestError, TransactionStateError
 from .txspool import TxSpool
@@ -31,10 +31,13 @@ from .txspool import TxSpool
 __all__ = ["SinkBatches", "Parser"]
 
 Parser = Callable[[str, bytes], list[Message]]  # (topic, Arrow body) -> messages, queues chosen
+TX_PROPERTY = "sparkmq.tx_id"  # also transactions.TX_PROPERTY
+_COMMIT = int(SysFlag.TRANSACTION_COMMIT)
 
 
 class _Host(Protocol):
     _lock: threading.RLock
+    _parsed: dict[str, list[Message]]
     _sinks: dict[str, dict[int, dict[str, Any]]]
     _txs: dict[str, Any]
     _spool: TxSpool
@@ -76,9 +79,14 @@ class SinkBatches:
             if len(messages) != tx.raw:
                 raise BadRequestError(f"transaction {tx.tx_id}: staged {tx.raw} rows but "
                                       f"{len(messages)} parse; roll it back and send them again")
+            marker = {TX_PROPERTY: tx.tx_id}  # shared: the store never mutates a message
+            for m in messages:  # as the commit appends them (freshly parsed, ours to change)
+                m.properties = {**m.properties, **marker} if m.properties else marker
+                m.sys_flag = _COMMIT
             self._spool.replace(tx.tx_id, messages, int(time.time() * 1000))
             self._log({"op": "parsed", "tx": tx.tx_id})
             self._spool.drop_raw(tx.tx_id)
+            self._parsed[tx.tx_id] = messages  # published right after the decision
 
     def sink_commit(self: _Host, sink_id: str, batch_id: int, tx_ids: list[str],
                     parse: Parser | None = None) -> dict[str, Any]:
