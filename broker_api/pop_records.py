@@ -23,6 +23,7 @@ Receipt handles are ``"<checkpoint offset>:<index>:<pop time>"``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,10 @@ from .errors import BadReceiptError
 
 __all__ = ["REVIVE_TOPIC", "RETRY_PREFIX", "DLQ_PREFIX", "Checkpoint", "ck_message", "done_message",
            "parse_receipt", "reconsume_times", "replay", "retry_message", "dlq_message", "ORIGIN_TOPIC", "ORIGIN_MSG_ID",
-           "RECONSUME_TIME"]
+           "RECONSUME_TIME", "RECEIPT_PATTERN"]
+
+RECEIPT_PATTERN = r"^[0-9]{1,19}:[0-9]{1,9}:[0-9]{1,19}$"  # <checkpoint>:<index>:<pop time>; also the OpenAPI pattern
+_RECEIPT = re.compile(RECEIPT_PATTERN)
 
 REVIVE_TOPIC = "RMQ_SYS_REVIVE_LOG"
 RETRY_PREFIX = "%RETRY%"
@@ -95,11 +99,10 @@ def done_message(ck_offset: int, indices: list[int], why: str) -> Message:
 
 def parse_receipt(receipt: str) -> tuple[int, int, int]:
     """(checkpoint offset, index, pop time) of a receipt handle."""
-    try:
-        ck, i, pt = (int(x) for x in receipt.split(":"))
-    except (ValueError, AttributeError):
+    if not isinstance(receipt, str) or not _RECEIPT.match(receipt):
         raise BadReceiptError(f"receipt {receipt!r} is not a receipt handle from POST /v1/groups/GROUP/pop "
-                              "(<checkpoint>:<index>:<pop time>)") from None
+                              "(<checkpoint>:<index>:<pop time>)")
+    ck, i, pt = (int(x) for x in receipt.split(":"))
     return ck, i, pt
 
 

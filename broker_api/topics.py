@@ -25,14 +25,20 @@ from .errors import (
 )
 from .jsonfile import read_json, write_json_atomic
 
-__all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "GROUP_TOPIC", "validate_topic_name", "PERMS"]
+__all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "GROUP_TOPIC", "validate_topic_name", "PERMS",
+           "TOPIC_NAME_MAX", "TOPIC_NAME_PATTERN", "GROUP_NAME_MAX", "GROUP_NAME_PATTERN"]
 
 SYSTEM_PREFIX = "RMQ_SYS_"
 _HIDDEN = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})  # the delay topics keep RocketMQ's own names
 PERMS = ("rw", "r", "w", "")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,126}$")
+TOPIC_NAME_MAX = 127
+# The name rules, also the OpenAPI document's patterns (broker_api/http/contract.py): one definition.
+TOPIC_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,%d}$" % (TOPIC_NAME_MAX - 1)
+GROUP_NAME_MAX = 120  # its %RETRY% / %DLQ% topic must fit in 127 bytes
+GROUP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.%%\-]{0,%d}$" % (GROUP_NAME_MAX - 1)
+_NAME = re.compile(TOPIC_NAME_PATTERN)
 # A consumer group's retry and dead-letter topics (RocketMQ's names; created by the broker, read by pull).
-GROUP_TOPIC = re.compile(r"^%(RETRY|DLQ)%[A-Za-z0-9][A-Za-z0-9_.%\-]{0,254}$")
+GROUP_TOPIC = re.compile(r"^%(RETRY|DLQ)%" + GROUP_NAME_PATTERN[1:])
 
 
 def validate_topic_name(name: str) -> None:

@@ -14,6 +14,7 @@ from store import MessageNotFoundError
 from ..broker import Broker
 from ..errors import BadRequestError
 from ..topics import SYSTEM_PREFIX, TopicConfig
+from .schemas import JsonInt
 from .wire import message_to_json, parse_json_object
 
 __all__ = ["router"]
@@ -25,7 +26,7 @@ class TopicCreate(BaseModel):
     """Body of POST /v1/topics."""
 
     name: str
-    queues: int | None = Field(default=None, ge=1, le=1024, description="default: [broker] default_queues")
+    queues: JsonInt | None = Field(default=None, ge=1, le=1024, description="default: [broker] default_queues")
     perm: Literal["rw", "r", "w", ""] = "rw"
 
 

@@ -13,6 +13,7 @@ from ..broker import Broker
 from ..settings import BrokerSettings
 from . import admin, groups, ha, messages, ops, pop, sql, transactions
 from .auth import install_auth
+from .contract import install_contract, operation_id
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware
 
@@ -42,7 +43,9 @@ def create_app(settings: BrokerSettings) -> FastAPI:
         description="RocketMQ-style broker: produce, long-poll pull (JSON or Arrow), consumer groups, "
         "transactions, exactly-once sink commits. Errors are {\"error\": code, \"message\": text}.",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    install_contract(app, settings)
     app.state.broker = broker
     app.state.settings = settings
     app.state.mirror = None

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and
 __all__ = ["error_response", "http_exception_response", "install_common_handlers", "install_handlers", "lookup",
            "response_for", "validation_response"]
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+_HTTP_CODES = {400: "bad_json", 404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -68,9 +68,26 @@ def http_exception_response(request: Request, exc: Exception, api: str) -> Respo
     message = str(exc.detail)
     if exc.status_code == 404:
         message = f"no route for {request.method} {request.url.path}; see /docs for the {api}"
-    elif exc.status_code == 405:
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}; see /docs"
-    return error_response(exc.status_code, code, message, dict(exc.headers or {}) or None)
+        headers["Allow"] = _allowed_methods(request)
+    return error_response(exc.status_code, code, message, headers or None)
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method served on this path, from the app's OpenAPI paths (starlette names one route's)."""
+    state = request.app.state
+    table: list[tuple[re.Pattern[str], str]] | None = getattr(state, "allow_table", None)
+    if table is None:
+        table = []
+        for path, item in request.app.openapi().get("paths", {}).items():
+            methods = {m.upper() for m in item} | ({"HEAD"} if "get" in item else set())
+            table.append((re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(path)) + "$"),
+                          ", ".join(sorted(methods))))
+        state.allow_table = table
+    allowed = {m for pattern, methods in table if pattern.match(request.url.path) for m in methods.split(", ")}
+    return ", ".join(sorted(allowed))
 
 
 def install_common_handlers(app: FastAPI, api: str,

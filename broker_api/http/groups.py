@@ -6,29 +6,38 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from ..broker import Broker
 from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
+from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN
+from .schemas import JsonBool, JsonInt
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["groups"])
-_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.%\-]{0,254}$")
+_GROUP = re.compile(GROUP_NAME_PATTERN)
 
 
 class OffsetCommit(BaseModel):
     """Body of PUT /v1/groups/{group}/offsets: next offset to consume per queue."""
 
     topic: str
-    offsets: dict[str, int]
+    offsets: dict[str, JsonInt]
 
 
 class GroupUpdate(BaseModel):
     """Body of PUT /v1/groups/{group}: either switch or both."""
 
-    consume_enabled: bool | None = None
-    max_reconsume_times: int | None = Field(default=None, ge=0, le=10_000)
+    consume_enabled: JsonBool | None = None
+    max_reconsume_times: JsonInt | None = Field(default=None, ge=0, le=10_000)
+
+    @field_validator("consume_enabled", "max_reconsume_times", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:  # left out means "leave as is"; an explicit null is a mistake
+            raise ValueError("must not be null; leave the field out instead")
+        return value
 
 
 def _broker(request: Request) -> Broker:
@@ -38,7 +47,7 @@ def _broker(request: Request) -> Broker:
 def _check_group(group: str) -> None:
     if not _GROUP.match(group):
         raise BadRequestError(
-            f"group name {group!r} is invalid; use 1-255 characters from A-Z a-z 0-9 _ . % -"
+            f"group name {group!r} is invalid; use 1-{GROUP_NAME_MAX} characters from A-Z a-z 0-9 _ . % -"
         )
 
 

@@ -89,6 +89,33 @@ def _int_param(params: Any, name: str, default: int | None, error: type[BadReque
     return value
 
 
+_BOOLS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _bool_param(params: Any, name: str) -> bool:
+    """A boolean query parameter: true/false (or 1/0); anything else (``null``, ``yes``) is a 400."""
+    raw = params.get(name)
+    if raw is None:
+        return False
+    value = _BOOLS.get(raw.lower())
+    if value is None:
+        raise BadRequestError(f"{name}={raw!r} is not a boolean; pass true or false")
+    return value
+
+
+_NO_OPTIONS: tuple[int | None, int | None, int | None] = (None, None, None)
+
+
+def _raw_options(q: Any) -> tuple[int | None, int | None, int | None]:
+    """queue_id, delay_level and deliver_at_ms of a raw message (each None when absent)."""
+    qid = _int_param(q, "queue_id", -1, BadQueueIdError) if "queue_id" in q else None
+    delay = _int_param(q, "delay_level", -1) if "delay_level" in q else None
+    at = _int_param(q, "deliver_at_ms", -1) if "deliver_at_ms" in q else None
+    if delay == 0:
+        raise BadRequestError("delay_level=0 is not a level; pass 1 or more")
+    return qid, delay, at
+
+
 # -- produce -----------------------------------------------------------------
 
 
@@ -111,16 +138,17 @@ def _drafts(request: Request, raw: bytes, max_messages: int,
     q = request.query_params
     if extras is not None and q.get("check_url"):
         extras["check_url"] = q["check_url"]
+    transactional, raw_opts = False, _NO_OPTIONS
+    if q:  # the query's options are checked whatever the body (they apply to raw and Arrow bodies)
+        transactional = _bool_param(q, "transactional")
+        raw_opts = _raw_options(q)
     if ctype in _JSON_TYPES:
         return parse_json_produce(raw, max_messages, extras)
-    transactional = q.get("transactional", "false").lower() in ("1", "true", "yes")
     if ctype == ARROW_STREAM:
         return parse_arrow_produce(raw, max_messages), transactional
     if ctype == "application/octet-stream":
         keys = tuple(k for k in q.getlist("key") if k)
-        qid = _int_param(q, "queue_id", -1, BadQueueIdError) if "queue_id" in q else None
-        delay = _int_param(q, "delay_level", -1) if "delay_level" in q else None
-        at = _int_param(q, "deliver_at_ms", -1) if "deliver_at_ms" in q else None
+        qid, delay, at = raw_opts
         return [Draft(raw, keys, q.get("tags") or None, None, qid, delay, at)], transactional
     raise UnsupportedMediaTypeError(
         f"content type {ctype!r} is not accepted; send application/json, application/octet-stream or {ARROW_STREAM}"

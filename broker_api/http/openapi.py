@@ -6,17 +6,29 @@ from typing import Any
 
 __all__ = ["PRODUCE_DOC", "PULL_DOC"]
 
-_MESSAGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "body": {"type": "string", "description": "UTF-8 text body"},
-        "body_base64": {"type": "string", "description": "binary body, base64 (instead of body)"},
-        "keys": {"type": "array", "items": {"type": "string"}, "description": "keys; the first picks the queue"},
-        "tags": {"type": "string"},
-        "properties": {"type": "object", "additionalProperties": {"type": "string"}},
-        "queue_id": {"type": "integer", "minimum": 0, "description": "explicit queue (else key hash / round robin)"},
-    },
+_MESSAGE_FIELDS: dict[str, Any] = {
+    "keys": {"type": "array", "items": {"type": "string"}, "description": "keys; the first picks the queue"},
+    "tags": {"type": "string"},
+    "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+    "queue_id": {"type": "integer", "minimum": 0, "description": "explicit queue (else key hash / round robin)"},
+    "delay_level": {"type": "integer", "minimum": 1,
+                    "description": "deliver after [delay] levels[delay_level - 1] (higher levels are clamped)"},
 }
+_LATER = "also deliver_at_ms (epoch ms, at most [delay] max_delay_s ahead) instead of delay_level"
+
+
+def _message(title: str, body_field: str, body_schema: dict[str, Any]) -> dict[str, Any]:
+    return {"title": title, "type": "object", "required": [body_field], "additionalProperties": False,
+            "properties": {body_field: body_schema, **_MESSAGE_FIELDS}, "description": _LATER}
+
+
+# A message has a text body or a binary one, never both (broker_api/http/wire.py).
+_MESSAGE_SCHEMA: dict[str, Any] = {"oneOf": [
+    _message("TextMessage", "body", {"type": "string", "description": "UTF-8 text body"}),
+    _message("BinaryMessage", "body_base64", {
+        "type": "string", "description": "binary body, base64",
+        "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"}),
+]}
 
 _ARROW_PRODUCE = (
     "Arrow IPC stream: column `body` (binary or string) and optional `keys` (list<string> or string), "
@@ -36,7 +48,12 @@ PRODUCE_DOC: dict[str, Any] = {
         {"name": "key", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
          "description": "keys of a raw octet-stream message"},
         {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tags of a raw message"},
-        {"name": "queue_id", "in": "query", "schema": {"type": "integer"}, "description": "queue of a raw message"},
+        {"name": "queue_id", "in": "query", "schema": {"type": "integer", "minimum": 0},
+         "description": "queue of a raw message"},
+        {"name": "delay_level", "in": "query", "schema": {"type": "integer", "minimum": 1},
+         "description": "delay level of a raw message"},
+        {"name": "check_url", "in": "query", "schema": {"type": "string", "pattern": "^https?://"},
+         "description": "transaction check-back URL (transactional produce)"},
     ],
     "requestBody": {
         "required": True,
@@ -46,9 +63,12 @@ PRODUCE_DOC: dict[str, Any] = {
                     "type": "object",
                     "required": ["messages"],
                     "properties": {
-                        "messages": {"type": "array", "items": _MESSAGE_SCHEMA},
+                        "messages": {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1},
                         "transactional": {"type": "boolean", "default": False},
+                        "check_url": {"type": "string", "pattern": "^https?://",
+                                      "description": "transaction check-back URL"},
                     },
+                    "additionalProperties": False,
                 },
                 "example": {"messages": [{"body": "hello", "keys": ["order-1"], "tags": "TagA"}]},
             },
@@ -61,7 +81,7 @@ PRODUCE_DOC: dict[str, Any] = {
     "responses": {
         "200": {
             "description": "where each message landed, in request order",
-            "content": {"application/json": {"example": {
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ProduceAnswer"}, "example": {
                 "results": [{"msg_id": "7F00000100002A9F0000000000000000", "queue_id": 1, "queue_offset": 0}]
             }}},
         },
@@ -75,9 +95,9 @@ PULL_DOC: dict[str, Any] = {
         _TOPIC,
         _QUEUE,
         {"name": "offset", "in": "query", "required": True, "schema": {"type": "integer", "minimum": 0}},
-        {"name": "max_messages", "in": "query", "schema": {"type": "integer", "default": 32},
+        {"name": "max_messages", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 32},
          "description": "capped at [limits] max_pull_messages_json / _arrow"},
-        {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "default": 0},
+        {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0},
          "description": "long poll: hold the request up to this long when nothing is new"},
         {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tag filter, e.g. A||B"},
         {"name": "filter", "in": "query", "schema": {"type": "string"},
@@ -91,7 +111,7 @@ PULL_DOC: dict[str, Any] = {
             "description": "a page of messages; Arrow IPC with Accept: application/vnd.apache.arrow.stream "
             "(page metadata then in X-Sparkmq-Status / -Next-Offset / -Min-Offset / -Max-Offset headers)",
             "content": {
-                "application/json": {"example": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/PullPage"}, "example": {
                     "status": "FOUND", "next_offset": 1, "min_offset": 0, "max_offset": 1,
                     "messages": [{"msg_id": "7F00000100002A9F0000000000000000", "topic": "t", "queue_id": 0,
                                   "offset": 0, "keys": [], "tags": None, "properties": {},

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from ..broker import Broker
 from ..errors import NotReadyError
 from ..metrics import render_gauge
+from .schemas import JsonBool
 
 __all__ = ["control_router", "router"]
 
@@ -26,7 +27,7 @@ control_router = APIRouter(tags=["operations"])
 class RetentionRequest(BaseModel):
     """Body of POST /v1/admin/retention."""
 
-    force: bool = False
+    force: JsonBool = False
 
 
 def _broker(request: Request) -> Broker:

@@ -28,6 +28,7 @@ from ..errors import BadRequestError
 from ..filters import Predicate, compile_filter
 from ..pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
 from .groups import _check_group
+from .schemas import JsonInt
 from .wire import message_to_json
 
 __all__ = ["router"]
@@ -39,9 +40,9 @@ class PopRequest(BaseModel):
     """Body of POST /v1/groups/{group}/pop."""
 
     topic: str
-    max_messages: int = Field(default=32, ge=1, le=1000)
-    invisible_ms: int = Field(default=60_000, ge=100)
-    wait_ms: int = Field(default=0, ge=0)
+    max_messages: JsonInt = Field(default=32, ge=1, le=1000)
+    invisible_ms: JsonInt = Field(default=60_000, ge=100)
+    wait_ms: JsonInt = Field(default=0, ge=0)
     filter: str | None = None
 
 
@@ -55,14 +56,14 @@ class InvisibleRequest(BaseModel):
     """Body of POST /v1/groups/{group}/invisible."""
 
     receipt: str
-    invisible_ms: int = Field(ge=0)
+    invisible_ms: JsonInt = Field(ge=0)
 
 
 class RetryRequest(BaseModel):
     """Body of POST /v1/groups/{group}/retry: -1 sends the message straight to the DLQ."""
 
     msg_id: str
-    delay_level: int | None = None
+    delay_level: JsonInt | None = None
 
 
 def _broker(request: Request) -> Broker:

@@ -20,6 +20,7 @@ from connectors import SqlError, SqlTimeoutError, is_truncated, run_sql
 from connectors.jsonrows import table_rows
 
 from .errors import error_response
+from .schemas import JsonInt
 
 __all__ = ["router", "SqlRequest"]
 
@@ -30,7 +31,7 @@ class SqlRequest(BaseModel):
     """Body of POST /v1/sql."""
 
     sql: str = Field(description="One read-only statement; the mirror table is `messages`.")
-    max_rows: int | None = Field(default=None, ge=0, description="Row limit, capped by [mirror] sql_max_rows.")
+    max_rows: JsonInt | None = Field(default=None, ge=0, description="Row limit, capped by [mirror] sql_max_rows.")
 
 
 @router.post("/v1/sql", summary="Read-only SQL over the Delta mirror (table `messages`)", response_model=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, Field
 
 from store import Message
@@ -21,6 +21,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["transactions"])
 SINK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,254}$"  # also the OpenAPI pattern of {sink_id}
 _SINK = re.compile(SINK_ID_PATTERN)
+BATCH_ID_MAX = 2**63 - 1  # batch ids are journaled as 64-bit integers
 
 
 class TransactionAction(BaseModel):
@@ -70,7 +71,8 @@ def get_transaction(tx_id: str, request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/sinks/{sink_id}/batches/{batch_id}/commit", summary="Commit a sink batch exactly once")
-async def sink_commit(sink_id: str, batch_id: int, body: SinkBatch, request: Request) -> dict[str, Any]:
+async def sink_commit(sink_id: str, body: SinkBatch, request: Request,
+                      batch_id: int = Path(ge=0, le=BATCH_ID_MAX)) -> dict[str, Any]:
     """First time: commits all listed transactions and records (sink, batch) atomically.
     Replay: answers already_committed and rolls the listed transactions back."""
     _check_sink(sink_id)
@@ -80,7 +82,8 @@ async def sink_commit(sink_id: str, batch_id: int, body: SinkBatch, request: Req
 
 
 @router.post("/v1/sinks/{sink_id}/batches/{batch_id}/abort", summary="Abort a sink batch")
-async def sink_abort(sink_id: str, batch_id: int, body: SinkBatch, request: Request) -> dict[str, Any]:
+async def sink_abort(sink_id: str, body: SinkBatch, request: Request,
+                     batch_id: int = Path(ge=0, le=BATCH_ID_MAX)) -> dict[str, Any]:
     _check_sink(sink_id)
     broker = _broker(request)
     return await broker.gate.run(broker.transactions.sink_abort, sink_id, batch_id, body.transaction_ids,

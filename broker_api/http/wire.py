@@ -104,6 +104,8 @@ def parse_json_object(raw: bytes, content_type: str | None, example: str) -> dic
 
 
 def _json_body(item: dict[str, Any], i: int) -> bytes:
+    if "body" in item and "body_base64" in item:
+        raise BadMessageError(f"messages[{i}] has both 'body' and 'body_base64'; give one")
     if "body" in item:
         body = item["body"]
         if not isinstance(body, str):
@@ -135,15 +137,20 @@ def _json_draft(item: Any, i: int) -> Draft:
         isinstance(props, dict) and all(isinstance(v, str) for v in props.values())
     ):
         raise BadMessageError(f"messages[{i}].properties must be an object of string values")
-    qid = item.get("queue_id")
+    qid = _integral(item.get("queue_id"))
     if qid is not None and (not isinstance(qid, int) or isinstance(qid, bool) or qid < 0):
         raise BadMessageError(f"messages[{i}].queue_id must be a non-negative integer")
     delay, at = _int_field(item, "delay_level", i), _int_field(item, "deliver_at_ms", i)
     return Draft(_json_body(item, i), tuple(keys), tags, props, qid, delay, at)
 
 
+def _integral(value: Any) -> Any:
+    """JSON's integer 184.0 (a float to the parser) as 184; anything else unchanged."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
 def _int_field(item: dict[str, Any], name: str, i: int) -> int | None:
-    value = item.get(name)
+    value = _integral(item.get(name))
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         raise BadMessageError(f"messages[{i}].{name} must be a non-negative integer")
     return value

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from streaming.errors import DataLossError, OptionError
 from streaming.options import parse_reader
-from streaming.reader import SparkMQStreamReader
+from streaming.reader import SparkMQBatchReader, SparkMQStreamReader
 
 from .support import NO_MIRROR, create_topic, produce, wait_visible
 
@@ -93,6 +93,19 @@ def test_starting_timestamp_assign_and_endpoint_failover(broker_factory: Any) ->
     r = _reader(b.url, subscribe="t", startingOffsetsByTimestamp=by_queue,
                 startingOffsetsByTimestampStrategy="latest")
     assert r.initialOffset() == {"$initial": 1, "t": {"0": 2, "1": 0, "2": 5}}
+
+    def batch(**options: str) -> list[tuple[int, int, int]]:
+        opts = {"endpoint": b.url, "subscribe": "t", **{k.lower(): v for k, v in options.items()}}
+        parts = SparkMQBatchReader(parse_reader(opts, batch=True)).partitions()
+        return [(p.queue_id, p.start, p.end) for p in parts]  # type: ignore[attr-defined]
+
+    # batch ends by time: the first offset at or after it; no match reads to the end
+    assert batch(endingTimestamp=str(cut_ms)) == [(0, 0, 2), (1, 0, 2), (2, 0, 2)]
+    assert batch(endingOffsetsByTimestamp=by_queue) == [(0, 0, 2), (2, 0, 5)]
+    # one queue's range over several tasks, consecutive and complete
+    assert batch(maxRecordsPerPartition="2") == [
+        (q, s, e) for q in range(3) for s, e in ((0, 1), (1, 3), (3, 5))]
+    assert len(batch(minPartitions="6")) == 6
 
     # the first endpoint is down: the reader fails over to the second
     dead = "http://127.0.0.1:9"

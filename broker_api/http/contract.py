@@ -1,0 +1,268 @@
+"""The OpenAPI document as a contract: every status, one error model, the name rules as constraints.
+
+FastAPI's generated document lists ``200`` and a ``422`` the broker never
+answers.  :func:`install_contract` replaces ``app.openapi`` with a builder
+that runs once (at the first ``GET /openapi.json``) and post-processes the
+generated schema; nothing here runs per request.
+
+- Operation ids are the handler names (``produce``, ``pull``,
+  ``commit_offsets``), so a generated client reads well.
+- Every error status an operation can answer is listed with the one
+  ``Error`` model, whose ``error`` enum is built from :data:`ERROR_TABLE`
+  and the few codes answered outside it (:data:`EXTRA_CODES`).
+- Success answers point at the models of :mod:`broker_api.http.schemas`.
+- Name rules, lengths and ranges come from the constants the code validates
+  with (``topics.TOPIC_NAME_PATTERN``, ``GROUP_NAME_PATTERN``,
+  ``pop_records.RECEIPT_PATTERN``, ``transactions.SINK_ID_PATTERN``).
+- With ``[auth] enabled`` (and only then) the document has a bearer scheme
+  and 401 on every protected operation: a broker without auth never answers
+  401, and a client generated from it needs no token.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic.json_schema import models_json_schema
+
+from ..errors import ERROR_TABLE
+from ..pop_records import RECEIPT_PATTERN
+from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_PATTERN
+from .schemas import ANSWER_MODELS
+from .transactions import SINK_ID_PATTERN
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from fastapi.routing import APIRoute
+
+    from ..settings import BrokerSettings
+
+__all__ = ["EXTRA_CODES", "FILTER_FORMAT", "error_codes", "install_contract", "operation_id",
+           "TOPIC_SCHEMA", "GROUP_SCHEMA"]
+
+# Codes answered outside ERROR_TABLE: routing (http/errors.py), SQL (http/sql.py), the last resort.
+EXTRA_CODES = ("bad_request", "not_found", "method_not_allowed", "request_too_large", "bad_sql",
+               "mirror_disabled", "sql_timeout", "internal_error")
+FILTER_FORMAT = "sparkmq-filter"  # SQL92 property filter (broker_api/filters.py): a grammar, not a regex
+
+# A topic in a path or a body: a client topic, or a group's %RETRY%/%DLQ% topic (pull reads those).
+TOPIC_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 7 + GROUP_NAME_MAX,
+                                "pattern": f"^(?:{TOPIC_NAME_PATTERN[1:-1]}|{GROUP_TOPIC.pattern[1:-1]})$",
+                                "description": "1-127 of A-Z a-z 0-9 _ . - (not RMQ_SYS_*), or %RETRY%/%DLQ% + group"}
+GROUP_SCHEMA: dict[str, Any] = {"type": "string", "pattern": GROUP_NAME_PATTERN, "minLength": 1,
+                                "maxLength": GROUP_NAME_MAX}
+_MSG_ID = {"type": "string", "pattern": "^[0-9A-Fa-f]{32}$", "description": "32 hex characters"}
+_RECEIPT = {"type": "string", "pattern": RECEIPT_PATTERN}
+_PARAMS: dict[str, dict[str, Any]] = {
+    "topic": TOPIC_SCHEMA, "group": GROUP_SCHEMA, "msg_id": _MSG_ID,
+    "sink_id": {"type": "string", "pattern": SINK_ID_PATTERN},
+    "filter": {"type": "string", "format": FILTER_FORMAT},
+}
+# (component, property) -> schema, for request bodies
+_FIELDS: dict[tuple[str, str], dict[str, Any]] = {
+    ("TopicCreate", "name"): TOPIC_SCHEMA,
+    ("OffsetCommit", "topic"): TOPIC_SCHEMA,
+    ("OffsetCommit", "offsets"): {"type": "object", "propertyNames": {"pattern": "^[0-9]{1,9}$"},
+                                  "additionalProperties": {"type": "integer", "minimum": 0}},
+    ("PopRequest", "topic"): TOPIC_SCHEMA,
+    ("PopRequest", "filter"): {"anyOf": [{"type": "string", "format": FILTER_FORMAT}, {"type": "null"}]},
+    ("AckRequest", "receipts"): {"type": "array", "items": _RECEIPT, "minItems": 1, "maxItems": 10_000},
+    ("InvisibleRequest", "receipt"): _RECEIPT,
+    ("RetryRequest", "msg_id"): _MSG_ID,
+    ("SqlRequest", "sql"): {"type": "string", "pattern": r"\S", "description": "one read-only statement"},
+}
+# Inline request bodies given a name in components (a generated client's type names): opid -> name
+_BODY_NAMES = {"create_topic": "TopicCreate", "produce": "ProduceRequest"}
+# Success answers by operation id: status -> (description, schema)
+_ARRAY_OF = "array:"
+_SUCCESS: dict[str, dict[str, tuple[str, str]]] = {
+    "create_topic": {"201": ("created", "Topic"), "200": ("an identical topic already existed", "Topic")},
+    "list_topics": {"200": ("client topics", _ARRAY_OF + "Topic")},
+    "get_topic": {"200": ("the topic and its queues", "TopicDetail")},
+    "delete_topic": {"200": ("deleted", "Deleted")},
+    "list_queues": {"200": ("queue offsets", _ARRAY_OF + "QueueOffsets")},
+    "offset_at": {"200": ("first offset at or after the time", "OffsetAnswer")},
+    "query_by_key": {"200": ("messages with the key", "MessagesAnswer")},
+    "get_message": {"200": ("the message", "PulledMessage")},
+    "commit_offsets": {"200": ("committed", "OffsetCommitted")},
+    "read_offsets": {"200": ("committed offsets", "GroupOffsets")},
+    "healthz": {"200": ("alive", "Status")},
+    "readyz": {"200": ("ready", "Status")},
+}
+_ALWAYS_OPEN = frozenset({"/healthz"})  # served without credentials, never refused for load
+_NO_SLAVE_GUARD = frozenset({"/healthz", "/readyz", "/metrics", "/v1/broker", "/v1/admin/metadata", "/v1/sql"})
+_CONFLICTS = frozenset({"create_topic", "produce", "end_transaction", "sink_commit", "sink_abort"})
+_STATUS_TEXT = {
+    "400": "bad request: a malformed parameter or body (the error code says which)",
+    "401": "unauthenticated: no credentials, unknown ones or a bad signature",
+    "403": "permission_denied (topic perm or ACL), group_disabled, or slave_read_only on a slave",
+    "404": "the topic, queue, group, message, transaction or route does not exist",
+    "409": "topic_exists with other settings, or transaction_conflict",
+    "413": "message_too_large / batch_too_large / request_too_large",
+    "415": "unsupported_media_type",
+    "500": "internal_error / corrupt_record / store_error: see the broker log",
+    "503": "broker_busy (with Retry-After), not_ready, store_closed or mirror_disabled",
+    "504": "sql_timeout",
+    "507": "disk_full: free disk space or run retention",
+}
+
+
+def operation_id(route: APIRoute) -> str:
+    """The handler's name: ``produce``, ``pull``, ``commit_offsets``."""
+    return route.name
+
+
+def error_codes() -> list[str]:
+    """Every ``error`` code the broker answers, sorted."""
+    return sorted({code for _, code in ERROR_TABLE.values()} | set(EXTRA_CODES))
+
+
+def install_contract(app: FastAPI, settings: BrokerSettings) -> None:
+    """Make ``app.openapi()`` return the finished document (built once, then cached)."""
+    from fastapi.openapi.utils import get_openapi
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description,
+                              routes=app.routes, tags=app.openapi_tags)
+            app.openapi_schema = finish(doc, settings.auth.enabled, _limits(settings))
+        return app.openapi_schema
+
+    app.openapi = build  # type: ignore[method-assign]
+
+
+def _limits(settings: BrokerSettings) -> dict[tuple[str, str], dict[str, Any]]:
+    """Bounds this broker's settings put on body fields (the document describes the running broker)."""
+    top = {"maximum": settings.pop.max_invisible_ms}
+    return {("PopRequest", "invisible_ms"): top, ("InvisibleRequest", "invisible_ms"): top}
+
+
+def finish(doc: dict[str, Any], auth: bool,
+           limits: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The generated ``doc`` with the contract applied (also used for the NameServer's codes)."""
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    _, defs = models_json_schema([(m, "serialization") for m in ANSWER_MODELS],
+                                 ref_template="#/components/schemas/{model}")
+    schemas.update(defs.get("$defs", {}))
+    schemas["Error"] = error_schema(error_codes())
+    for item in doc.get("paths", {}).values():
+        for op in item.values():
+            _name_body(op, schemas)
+    _constrain_fields(schemas)
+    for (component, prop), bound in (limits or {}).items():
+        schemas.get(component, {}).get("properties", {}).get(prop, {}).update(bound)
+    if auth:
+        doc["components"]["securitySchemes"] = {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "`<user>:<secret>` of a `sparkmq user`; HMAC-signed requests are also accepted"}}
+    seen: set[str] = set()
+    for path, item in doc.get("paths", {}).items():
+        for method, op in item.items():
+            opid = op.get("operationId", "")
+            if opid in seen:
+                raise ValueError(f"operation id {opid!r} is used twice; rename a handler")
+            seen.add(opid)
+            _constrain_params(op)
+            _responses(path, method, op, auth)
+    return doc
+
+
+def error_schema(codes: list[str]) -> dict[str, Any]:
+    """The one error model: ``{"error": code, "message": text}``."""
+    return {"title": "Error", "type": "object", "required": ["error", "message"], "properties": {
+        "error": {"type": "string", "enum": codes, "description": "machine-readable code"},
+        "message": {"type": "string", "description": "what was wrong and what to do"}}}
+
+
+def _constrain_params(op: dict[str, Any]) -> None:
+    for param in op.get("parameters", []):
+        rule = _PARAMS.get(param["name"])
+        if rule is not None and param.get("schema", {}).get("type") in ("string", None):
+            param["schema"] = {**param.get("schema", {}), **rule}
+            param["schema"].pop("anyOf", None)
+
+
+def _name_body(op: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """Move an operation's inline JSON body schema to components (and a produce message's item)."""
+    name = _BODY_NAMES.get(op.get("operationId", ""))
+    content = op.get("requestBody", {}).get("content", {}).get("application/json")
+    if name is None or content is None or "$ref" in content.get("schema", {}):
+        return
+    schema = dict(content["schema"])
+    items = schema.get("properties", {}).get("messages", {}).get("items")
+    if items is not None:  # one component per kind of message (TextMessage, BinaryMessage)
+        for kind in items.get("oneOf", []):
+            schemas[kind["title"]] = kind
+        schemas["ProducedMessage"] = {"oneOf": [_ref(kind["title"]) for kind in items.get("oneOf", [])]}
+        schema["properties"] = {**schema["properties"],
+                                "messages": {**schema["properties"]["messages"], "items": _ref("ProducedMessage")}}
+    schemas[name] = {**schema, "title": name}
+    content["schema"] = _ref(name)
+
+
+def _constrain_fields(schemas: dict[str, Any]) -> None:
+    for (component, prop), rule in _FIELDS.items():
+        props = schemas.get(component, {}).get("properties")
+        if props is not None and prop in props:
+            keep = {k: v for k, v in props[prop].items() if k in ("title", "description", "default")}
+            if "default" in keep and keep["default"] is None:
+                del keep["default"]
+            props[prop] = {**keep, **rule}
+    update = schemas.get("GroupUpdate")
+    if update is not None:  # null means "leave as is" in code: the document asks for at least one switch
+        update["properties"]["consume_enabled"] = {"type": "boolean"}
+        update["properties"]["max_reconsume_times"] = {"type": "integer", "minimum": 0, "maximum": 10_000}
+        update["anyOf"] = [{"required": ["consume_enabled"]}, {"required": ["max_reconsume_times"]}]
+
+
+def _ref(name: str) -> dict[str, Any]:
+    if name.startswith(_ARRAY_OF):
+        return {"type": "array", "items": {"$ref": f"#/components/schemas/{name[len(_ARRAY_OF):]}"}}
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _error_statuses(path: str, method: str, op: dict[str, Any], auth: bool) -> set[str]:
+    statuses = {"500"}
+    has_input = bool(op.get("parameters")) or "requestBody" in op
+    if path in _ALWAYS_OPEN:
+        return statuses
+    statuses.add("503")
+    if has_input:
+        statuses.add("400")
+    if "{" in path or op.get("operationId") in ("read_offsets", "pop"):
+        statuses.add("404")
+    if path not in _NO_SLAVE_GUARD or auth:
+        statuses.add("403")
+    if auth:
+        statuses.add("401")
+    if "requestBody" in op:
+        statuses |= {"413", "415"}
+    if method != "get":
+        statuses.add("507")
+    if op.get("operationId") in _CONFLICTS:
+        statuses.add("409")
+    if op.get("operationId") == "post_sql":
+        statuses.add("504")
+    return statuses
+
+
+def _responses(path: str, method: str, op: dict[str, Any], auth: bool) -> None:
+    responses: dict[str, Any] = op.setdefault("responses", {})
+    responses.pop("422", None)
+    for status, (text, model) in _SUCCESS.get(op.get("operationId", ""), {}).items():
+        responses[status] = {"description": text, "content": {"application/json": {"schema": _ref(model)}}}
+    if "201" in responses and "200" in responses and op.get("operationId") != "create_topic":
+        responses.pop("201")
+    for status in sorted(_error_statuses(path, method, op, auth)):
+        headers = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}} if status == "503" else None
+        answer: dict[str, Any] = {"description": _STATUS_TEXT[status],
+                                  "content": {"application/json": {"schema": _ref("Error")}}}
+        if headers:
+            answer["headers"] = headers
+        responses.setdefault(status, answer)
+        if "content" not in responses[status] or "application/json" not in responses[status]["content"]:
+            responses[status] = {**responses[status], **answer}
+    if auth and path not in _ALWAYS_OPEN:
+        op["security"] = [{"bearer": []}]

@@ -1,0 +1,142 @@
+"""Models of the broker's JSON answers, for the OpenAPI document only.
+
+The routes build their answers as dicts (the hot ones with orjson); these
+models describe them so a generated client gets typed results.  They are
+never used to validate or serialize a response, so they add no work per
+request; :mod:`broker_api.http.contract` puts them in the document at app
+build time and its tests hold the answers to them (schemathesis checks every
+answer against its schema).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, Field, StrictBool
+
+from store import GetStatus
+
+__all__ = ["ANSWER_MODELS", "Topic", "TopicDetail", "QueueOffsets", "ProduceResult", "ProduceAnswer",
+           "PulledMessage", "PullPage", "OffsetCommitted", "GroupOffsets", "Deleted", "OffsetAnswer",
+           "MessagesAnswer", "Status", "JsonInt", "JsonBool"]
+
+
+def _json_int(value: Any) -> Any:
+    """A JSON number, not true/false or a numeric string (pydantic's lax mode takes both as ints)."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("must be an integer")
+    return value
+
+
+# Request body field types: what the document says and nothing more (an integer is no boolean).
+JsonInt = Annotated[int, BeforeValidator(_json_int)]
+JsonBool = StrictBool
+
+
+class Topic(BaseModel):
+    """A topic's settings."""
+
+    name: str
+    queues: int = Field(ge=1)
+    perm: Literal["rw", "r", "w", ""]
+
+
+class QueueOffsets(BaseModel):
+    """The readable range of one queue: offsets min_offset .. max_offset - 1."""
+
+    queue_id: int = Field(ge=0)
+    min_offset: int = Field(ge=0)
+    max_offset: int = Field(ge=0)
+
+
+class TopicDetail(Topic):
+    """A topic with its queues' offsets and its readable message count."""
+
+    queue_offsets: list[QueueOffsets]
+    messages: int = Field(ge=0)
+
+
+class ProduceResult(BaseModel):
+    """Where one message landed; ``queue_offset`` is null for a half or delayed message."""
+
+    msg_id: str
+    queue_id: int = Field(ge=0)
+    queue_offset: int | None = Field(ge=0)
+    scheduled: bool | None = Field(default=None, description="true for a delayed message")
+
+
+class ProduceAnswer(BaseModel):
+    """Answer of produce: one result per message, in request order."""
+
+    status: str = Field(description="SEND_OK, or FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (SYNC_MASTER)")
+    results: list[ProduceResult]
+    transaction_id: str | None = Field(default=None, description="set for transactional produce")
+
+
+class PulledMessage(BaseModel):
+    """One stored message; its body is ``body`` (UTF-8 text) or ``body_base64`` (binary)."""
+
+    msg_id: str
+    topic: str
+    queue_id: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    keys: list[str]
+    tags: str | None
+    properties: dict[str, str]
+    born_timestamp: int
+    store_timestamp: int
+    body: str | None = None
+    body_base64: str | None = None
+
+
+class PullPage(BaseModel):
+    """A page of one queue; pull again from ``next_offset``."""
+
+    status: GetStatus
+    messages: list[PulledMessage]
+    next_offset: int = Field(ge=0)
+    min_offset: int = Field(ge=0)
+    max_offset: int = Field(ge=0)
+    damaged: dict[str, Any] | None = Field(default=None, description="the unreadable record (CORRUPT_MESSAGE)")
+
+
+class MessagesAnswer(BaseModel):
+    """Messages found by key."""
+
+    messages: list[PulledMessage]
+
+
+class OffsetCommitted(BaseModel):
+    """Answer of commit_offsets."""
+
+    ok: bool
+
+
+class GroupOffsets(BaseModel):
+    """Committed offsets of a group on a topic, by queue id (queues never committed are absent)."""
+
+    topic: str
+    offsets: dict[str, int]
+
+
+class OffsetAnswer(BaseModel):
+    """An offset of a queue."""
+
+    offset: int = Field(ge=0)
+
+
+class Deleted(BaseModel):
+    """Answer of delete_topic."""
+
+    deleted: str
+
+
+class Status(BaseModel):
+    """A liveness or readiness answer."""
+
+    status: str
+
+
+ANSWER_MODELS: tuple[type[BaseModel], ...] = (
+    Topic, TopicDetail, QueueOffsets, ProduceResult, ProduceAnswer, PulledMessage, PullPage, MessagesAnswer,
+    OffsetCommitted, GroupOffsets, OffsetAnswer, Deleted, Status)
