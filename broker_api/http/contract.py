@@ -27,7 +27,7 @@ from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE
 from ..pop_records import RECEIPT_PATTERN
-from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_PATTERN
+from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
 from .schemas import ANSWER_MODELS
 from .transactions import SINK_ID_PATTERN
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from ..settings import BrokerSettings
 
-__all__ = ["EXTRA_CODES", "FILTER_FORMAT", "error_codes", "install_contract", "operation_id",
+__all__ = ["EXTRA_CODES", "FILTER_FORMAT", "error_codes", "install_contract", "install_namesrv_contract", "operation_id",
            "TOPIC_SCHEMA", "GROUP_SCHEMA"]
 
 # Codes answered outside ERROR_TABLE: routing (http/errors.py), SQL (http/sql.py), the last resort.
@@ -53,8 +53,12 @@ GROUP_SCHEMA: dict[str, Any] = {"type": "string", "pattern": GROUP_NAME_PATTERN,
                                 "maxLength": GROUP_NAME_MAX}
 _MSG_ID = {"type": "string", "pattern": "^[0-9A-Fa-f]{32}$", "description": "32 hex characters"}
 _RECEIPT = {"type": "string", "pattern": RECEIPT_PATTERN}
+# In a path or query only client topics are documented: a %RETRY% name there must be percent-encoded
+# (%25RETRY%25g), which generic clients get wrong ("%03..." reads as an escape).
+_CLIENT_TOPIC: dict[str, Any] = {"type": "string", "pattern": TOPIC_NAME_PATTERN, "minLength": 1,
+                                 "maxLength": TOPIC_NAME_MAX}
 _PARAMS: dict[str, dict[str, Any]] = {
-    "topic": TOPIC_SCHEMA, "group": GROUP_SCHEMA, "msg_id": _MSG_ID,
+    "topic": _CLIENT_TOPIC, "group": GROUP_SCHEMA, "msg_id": _MSG_ID,
     "sink_id": {"type": "string", "pattern": SINK_ID_PATTERN},
     "filter": {"type": "string", "format": FILTER_FORMAT},
 }
@@ -95,6 +99,7 @@ _CONFLICTS = frozenset({"create_topic", "produce", "end_transaction", "sink_comm
 _STATUS_TEXT = {
     "400": "bad request: a malformed parameter or body (the error code says which)",
     "401": "unauthenticated: no credentials, unknown ones or a bad signature",
+    "502": "namesrv_rejected: a NameServer refused the request",
     "403": "permission_denied (topic perm or ACL), group_disabled, or slave_read_only on a slave",
     "404": "the topic, queue, group, message, transaction or route does not exist",
     "409": "topic_exists with other settings, or transaction_conflict",
@@ -137,6 +142,36 @@ def _limits(settings: BrokerSettings) -> dict[tuple[str, str], dict[str, Any]]:
     return {("PopRequest", "invisible_ms"): top, ("InvisibleRequest", "invisible_ms"): top}
 
 
+def install_namesrv_contract(app: FastAPI, codes: list[str], auth: bool) -> None:
+    """The NameServer's document to the same rules: handler-named ids, its own error codes, every status."""
+    from fastapi.openapi.utils import get_openapi
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(name, None)
+            schemas["Error"] = error_schema(sorted(set(codes) | {"bad_request", "bad_json", "not_found",
+                                                                  "method_not_allowed", "internal_error"}))
+            if auth:
+                doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            for path, item in doc.get("paths", {}).items():
+                for op in item.values():
+                    _constrain_params(op)
+                    statuses = {"500"} | ({"400"} if op.get("parameters") or "requestBody" in op else set())
+                    if "{" in path or "register" in path:
+                        statuses.add("404")
+                    if auth and path not in _ALWAYS_OPEN:
+                        statuses |= {"401", "403"}
+                        op["security"] = [{"bearer": []}]
+                    _add_errors(op, statuses)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = build  # type: ignore[method-assign]
+
+
 def finish(doc: dict[str, Any], auth: bool,
            limits: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The generated ``doc`` with the contract applied (also used for the NameServer's codes)."""
@@ -151,6 +186,7 @@ def finish(doc: dict[str, Any], auth: bool,
         for op in item.values():
             _name_body(op, schemas)
     _constrain_fields(schemas)
+    _json_schema_words(schemas)
     for (component, prop), bound in (limits or {}).items():
         schemas.get(component, {}).get("properties", {}).get(prop, {}).update(bound)
     if auth:
@@ -200,6 +236,23 @@ def _name_body(op: dict[str, Any], schemas: dict[str, Any]) -> None:
                                 "messages": {**schema["properties"]["messages"], "items": _ref("ProducedMessage")}}
     schemas[name] = {**schema, "title": name}
     content["schema"] = _ref(name)
+
+
+_WORDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
+
+
+def _json_schema_words(node: Any) -> None:
+    """pydantic leaves a Field's ge/le as is on a nullable custom int (``JsonInt | None``): rename them."""
+    if isinstance(node, dict):
+        if "type" in node:
+            for word, json_word in _WORDS.items():
+                if word in node and not isinstance(node[word], dict):
+                    node[json_word] = node.pop(word)
+        for value in node.values():
+            _json_schema_words(value)
+    elif isinstance(node, list):
+        for value in node:
+            _json_schema_words(value)
 
 
 def _constrain_fields(schemas: dict[str, Any]) -> None:
@@ -255,7 +308,15 @@ def _responses(path: str, method: str, op: dict[str, Any], auth: bool) -> None:
         responses[status] = {"description": text, "content": {"application/json": {"schema": _ref(model)}}}
     if "201" in responses and "200" in responses and op.get("operationId") != "create_topic":
         responses.pop("201")
-    for status in sorted(_error_statuses(path, method, op, auth)):
+    _add_errors(op, _error_statuses(path, method, op, auth))
+    if auth and path not in _ALWAYS_OPEN:
+        op["security"] = [{"bearer": []}]
+
+
+def _add_errors(op: dict[str, Any], statuses: set[str]) -> None:
+    responses: dict[str, Any] = op.setdefault("responses", {})
+    responses.pop("422", None)
+    for status in sorted(statuses):
         headers = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}} if status == "503" else None
         answer: dict[str, Any] = {"description": _STATUS_TEXT[status],
                                   "content": {"application/json": {"schema": _ref("Error")}}}
@@ -264,5 +325,3 @@ def _responses(path: str, method: str, op: dict[str, Any], auth: bool) -> None:
         responses.setdefault(status, answer)
         if "content" not in responses[status] or "application/json" not in responses[status]["content"]:
             responses[status] = {**responses[status], **answer}
-    if auth and path not in _ALWAYS_OPEN:
-        op["security"] = [{"bearer": []}]

@@ -39,7 +39,7 @@ from ..errors import (
     UnsupportedMediaTypeError,
 )
 from ..filters import Predicate, apply_filter, compile_filter
-from .openapi import PRODUCE_DOC, PULL_DOC
+from .openapi import PRODUCE_DOC, PULL_DOC, RESERVED_CHARS
 from .staging import stage_raw, wants_raw_staging
 from ..topics import TopicConfig
 from .wire import (
@@ -113,6 +113,9 @@ def _raw_options(q: Any) -> tuple[int | None, int | None, int | None]:
     at = _int_param(q, "deliver_at_ms", -1) if "deliver_at_ms" in q else None
     if delay == 0:
         raise BadRequestError("delay_level=0 is not a level; pass 1 or more")
+    for name in ("key", "tags"):
+        if any(RESERVED_CHARS.search(v) for v in q.getlist(name)):
+            raise BadRequestError(f"{name} holds control characters \\x00-\\x03; remove them")
     return qid, delay, at
 
 
@@ -136,8 +139,11 @@ def _drafts(request: Request, raw: bytes, max_messages: int,
     """Drafts and the transactional flag; ``extras`` receives a transaction's ``check_url``."""
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     q = request.query_params
-    if extras is not None and q.get("check_url"):
-        extras["check_url"] = q["check_url"]
+    if "check_url" in q:
+        if not q["check_url"].startswith(("http://", "https://")):
+            raise BadRequestError("check_url must be an http:// or https:// URL")
+        if extras is not None:
+            extras["check_url"] = q["check_url"]
     transactional, raw_opts = False, _NO_OPTIONS
     if q:  # the query's options are checked whatever the body (they apply to raw and Arrow bodies)
         transactional = _bool_param(q, "transactional")

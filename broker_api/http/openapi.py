@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["PRODUCE_DOC", "PULL_DOC"]
+from store.codec import _FORBIDDEN  # the characters the store's properties encoding reserves
 
+__all__ = ["PRODUCE_DOC", "PULL_DOC", "RESERVED_CHARS"]
+
+RESERVED_CHARS = re.compile("[" + "".join(_FORBIDDEN) + "]")  # not allowed in keys, tags, properties
+_NOT_RESERVED = "[^" + "".join(f"\\u{ord(c):04x}" for c in _FORBIDDEN) + "]"
+_KEY: dict[str, Any] = {"type": "string", "pattern": f"^{_NOT_RESERVED}+$"}  # non-empty, no \x00-\x03
+_TAGS: dict[str, Any] = {"type": "string", "pattern": f"^{_NOT_RESERVED}*$"}
 _MESSAGE_FIELDS: dict[str, Any] = {
-    "keys": {"type": "array", "items": {"type": "string"}, "description": "keys; the first picks the queue"},
-    "tags": {"type": "string"},
-    "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+    "keys": {"anyOf": [{"type": "array", "items": _KEY}, _KEY],
+             "description": "keys (or one key); the first picks the queue"},
+    "tags": _TAGS,
+    "properties": {"type": "object", "additionalProperties": _TAGS,
+                   "propertyNames": {**_KEY, "not": {"enum": ["TAGS", "KEYS"]}}},
     "queue_id": {"type": "integer", "minimum": 0, "description": "explicit queue (else key hash / round robin)"},
     "delay_level": {"type": "integer", "minimum": 1,
                     "description": "deliver after [delay] levels[delay_level - 1] (higher levels are clamped)"},
@@ -17,9 +26,14 @@ _MESSAGE_FIELDS: dict[str, Any] = {
 _LATER = "also deliver_at_ms (epoch ms, at most [delay] max_delay_s ahead) instead of delay_level"
 
 
+# null means "not given" for every optional field of a JSON message (wire.py reads them with .get)
+_NULLABLE_FIELDS = {name: {"anyOf": [schema, {"type": "null"}]} for name, schema in _MESSAGE_FIELDS.items()}
+
+
 def _message(title: str, body_field: str, body_schema: dict[str, Any]) -> dict[str, Any]:
-    return {"title": title, "type": "object", "required": [body_field], "additionalProperties": False,
-            "properties": {body_field: body_schema, **_MESSAGE_FIELDS}, "description": _LATER}
+    other = "body_base64" if body_field == "body" else "body"
+    return {"title": title, "type": "object", "required": [body_field], "not": {"required": [other]},
+            "properties": {body_field: body_schema, **_NULLABLE_FIELDS}, "description": _LATER}
 
 
 # A message has a text body or a binary one, never both (broker_api/http/wire.py).
@@ -45,9 +59,9 @@ PRODUCE_DOC: dict[str, Any] = {
          "description": "store half messages (non-JSON bodies; JSON uses the body field)"},
         {"name": "transaction_id", "in": "query", "schema": {"type": "string"},
          "description": "add half messages to this open transaction"},
-        {"name": "key", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+        {"name": "key", "in": "query", "schema": {"type": "array", "items": _TAGS},
          "description": "keys of a raw octet-stream message"},
-        {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tags of a raw message"},
+        {"name": "tags", "in": "query", "schema": _TAGS, "description": "tags of a raw message"},
         {"name": "queue_id", "in": "query", "schema": {"type": "integer", "minimum": 0},
          "description": "queue of a raw message"},
         {"name": "delay_level", "in": "query", "schema": {"type": "integer", "minimum": 1},
@@ -65,10 +79,9 @@ PRODUCE_DOC: dict[str, Any] = {
                     "properties": {
                         "messages": {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1},
                         "transactional": {"type": "boolean", "default": False},
-                        "check_url": {"type": "string", "pattern": "^https?://",
+                        "check_url": {"anyOf": [{"type": "string", "pattern": "^https?://"}, {"type": "null"}],
                                       "description": "transaction check-back URL"},
                     },
-                    "additionalProperties": False,
                 },
                 "example": {"messages": [{"body": "hello", "keys": ["order-1"], "tags": "TagA"}]},
             },

@@ -28,6 +28,7 @@ from ..auth import Authenticator, Permission, UserStore
 from ..auth.routes import OPEN_PATHS
 from ..http.auth import PRINCIPAL_KEY, AuthMiddleware
 from ..errors import BrokerError
+from ..http.contract import install_namesrv_contract, operation_id
 from ..http.errors import error_response, install_common_handlers, lookup, response_for
 from .errors import ERROR_TABLE, BadCrcError, NamesrvError
 from .models import QueryDataVersionBody, RegisterBody, UnregisterBody
@@ -52,7 +53,10 @@ def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = Non
         finally:
             scan.stop()
 
-    app = FastAPI(title="sparkmq NameServer", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="sparkmq NameServer", version="0.1.0", lifespan=lifespan,
+                  description="Topic routes and broker registration. Errors are {\"error\": code, \"message\": text}.",
+                  generate_unique_id_function=operation_id)
+    install_namesrv_contract(app, sorted({code for _, code in ERROR_TABLE.values()}), settings.auth_enabled)
     app.state.routes = routes
     app.state.scan = scan
     install_handlers(app)

@@ -6,8 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..http.schemas import JsonInt
 from .errors import NamesrvAddressError
-from .wire import normalize_url
+from .wire import ADDRESS_PATTERN, normalize_url
 
 __all__ = [
     "DataVersionBody",
@@ -28,15 +29,15 @@ class _Body(BaseModel):
 class DataVersionBody(_Body):
     """A broker's topic-config version: wall-clock ms of the last change + a counter."""
 
-    timestamp: int = Field(ge=0)
-    counter: int = Field(ge=0)
+    timestamp: JsonInt = Field(ge=0)
+    counter: JsonInt = Field(ge=0)
 
 
 class TopicQueuesBody(_Body):
     """One topic as a broker serves it (RocketMQ's QueueData)."""
 
-    read_queues: int = Field(ge=0, le=65535)
-    write_queues: int = Field(ge=0, le=65535)
+    read_queues: JsonInt = Field(ge=0, le=65535)
+    write_queues: JsonInt = Field(ge=0, le=65535)
     perm: Literal["rw", "r", "w", ""] = "rw"
 
 
@@ -45,8 +46,9 @@ class BrokerRef(_Body):
 
     cluster: str = _Name
     broker_name: str = _Name
-    broker_id: int = Field(ge=0, le=1_000_000)
-    address: str = Field(description="The broker's HTTP base URL, e.g. http://127.0.0.1:8080")
+    broker_id: JsonInt = Field(ge=0, le=1_000_000)
+    address: str = Field(description="The broker's HTTP base URL, e.g. http://127.0.0.1:8080",
+                         json_schema_extra={"pattern": ADDRESS_PATTERN})
 
     @field_validator("address")
     @classmethod
@@ -65,7 +67,7 @@ class RegisterBody(BrokerRef):
     ha_address: str | None = None
     data_version: DataVersionBody
     topics: dict[str, TopicQueuesBody] = Field(default_factory=dict)
-    crc32: int = Field(ge=0, le=0xFFFFFFFF)
+    crc32: JsonInt = Field(ge=0, le=0xFFFFFFFF)
 
 
 class QueryDataVersionBody(BrokerRef):

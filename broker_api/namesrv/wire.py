@@ -23,7 +23,7 @@ import orjson
 
 from .errors import NamesrvAddressError
 
-__all__ = ["DataVersion", "body_crc32", "parse_namesrv_addrs", "normalize_url"]
+__all__ = ["ADDRESS_PATTERN", "DataVersion", "body_crc32", "parse_namesrv_addrs", "normalize_url"]
 
 
 class DataVersion:
@@ -78,6 +78,11 @@ def body_crc32(body: Mapping[str, Any]) -> int:
     """CRC32 of the canonical JSON of ``body`` without its ``crc32`` field."""
     rest = {k: v for k, v in body.items() if k != "crc32"}
     return zlib.crc32(orjson.dumps(rest, option=orjson.OPT_SORT_KEYS))
+
+
+_PORT = r"(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+# The URLs normalize_url takes from a broker (a documented subset: plain host names and IPv4).
+ADDRESS_PATTERN = rf"^https?://[A-Za-z0-9][A-Za-z0-9.\-]*:{_PORT}/?$"
 
 
 def normalize_url(addr: str) -> str:
