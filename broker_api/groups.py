@@ -17,7 +17,9 @@ from typing import Any
 from .errors import GroupDisabledError
 from .jsonfile import read_json, write_json_atomic
 
-__all__ = ["GroupManager"]
+__all__ = ["SYSTEM_GROUP_PREFIX", "GroupManager"]
+
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # RocketMQ's prefix for the broker's own consumer groups
 
 Offsets = dict[str, dict[str, dict[int, int]]]  # group -> topic -> queue -> offset
 
@@ -65,9 +67,11 @@ class GroupManager:
         with self._lock:
             return {t: dict(qs) for t, qs in self._offsets.get(group, {}).items()}
 
-    def names(self) -> list[str]:
+    def names(self, include_system: bool = False) -> list[str]:
+        """Group names; the broker's own (``CID_RMQ_SYS_*``, e.g. POP's revive progress) only if asked."""
         with self._lock:
-            return sorted(set(self._offsets) | set(self._groups))
+            found = set(self._offsets) | set(self._groups)
+        return sorted(g for g in found if include_system or not g.startswith(SYSTEM_GROUP_PREFIX))
 
     def exists(self, group: str) -> bool:
         return group in self._offsets or group in self._groups

@@ -24,7 +24,8 @@ from .common import AsJson, fail, note, print_json, print_table, say
 
 __all__ = ["acl_app", "user_app"]
 
-user_app = typer.Typer(help="Users for authentication (secrets stored hashed under <data dir>/auth).", no_args_is_help=True)
+user_app = typer.Typer(help="Users for authentication (secrets hashed under <data dir>/auth).",
+                       no_args_is_help=True)
 acl_app = typer.Typer(help="Policies of users: Pub/Sub/Admin on Topic:, Group:, Cluster:.",
                       no_args_is_help=True)
 

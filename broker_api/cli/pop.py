@@ -37,7 +37,7 @@ def pop_command(
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
-    """Pop messages for a consumer group, each with the receipt that acks it.
+    """Pop messages for a consumer group, each with its ack receipt.
 
     A message not acked within --invisible-ms is delivered again (through
     %RETRY%GROUP, with reconsume_times + 1), and after max_reconsume_times it
@@ -110,7 +110,7 @@ def dlq_command(
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
-    """List the messages of a group's dead-letter queue with their original topic, msg id and count.
+    """List a group's dead-letter messages with their origin.
 
     A message lands there after max_reconsume_times deliveries without an ack
     (PUT /v1/groups/GROUP {"max_reconsume_times": N} sets it per group).
