@@ -236,11 +236,14 @@ class BrokerClient:
         return int(self._json("GET", path, params={"timestamp_ms": timestamp_ms})["offset"])
 
     def pull_arrow(
-        self, topic: str, queue_id: int, offset: int, max_messages: int, tags: str | None
+        self, topic: str, queue_id: int, offset: int, max_messages: int, tags: str | None,
+        filter_sql: str | None = None,
     ) -> Page:
         params: dict[str, Any] = {"offset": offset, "max_messages": max_messages, "wait_ms": 0}
         if tags:
             params["tags"] = tags
+        if filter_sql:
+            params["filter"] = filter_sql
         resp = self._request(
             "GET", f"/v1/topics/{topic}/queues/{queue_id}/messages",
             params=params, headers={"Accept": ARROW_MIME},

@@ -121,6 +121,7 @@ class ReaderOptions:
     group: str | None
     tags: str | None
     page_size: int
+    filter: str | None = None  # SQL92 over properties and tags, applied by the broker
     broker_down_timeout_ms: int = 600_000
     skip_unavailable_brokers: bool = False
     min_offsets_per_trigger: int | None = None
@@ -256,6 +257,7 @@ def parse_reader(options: Mapping[str, str], *, batch: bool) -> ReaderOptions:
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         group=group,
         tags=_get(options, "tags"),
+        filter=_get(options, "filter"),
         page_size=page_size,
         broker_down_timeout_ms=_non_negative_int(options, "brokerDownTimeoutMs", 600_000),
         skip_unavailable_brokers=_skip_unavailable(options, batch),

@@ -36,7 +36,7 @@ READER_OPTIONS: tuple[str, ...] = _CONNECTION + (
     "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxRecordsPerPartition", "includeHeaders", "includeSparkmqColumns",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-    "groupIdPrefix", "group", "tags", "pageSize", "brokerDownTimeoutMs",
+    "groupIdPrefix", "group", "tags", "filter", "pageSize", "brokerDownTimeoutMs",
     "skipUnavailableBrokers",
 )
 

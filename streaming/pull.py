@@ -116,7 +116,7 @@ def _pull(
     while True:
         want = min(opts.page_size, part.end - cur)
         try:
-            page = client.pull_arrow(part.topic, part.queue_id, cur, want, opts.tags)
+            page = client.pull_arrow(part.topic, part.queue_id, cur, want, opts.tags, opts.filter)
             if not _behind(page, part) or time.monotonic() > min(deadline, behind_until):
                 return page
             log.warning("%s: the broker answering holds up to offset %d, %d was planned "
