@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable
 
 from store import InvalidMessageError, Message, PutResult
+from store.errors import FlushTimeoutError
 
 from .fastfail import WriteGate
 
@@ -84,6 +85,13 @@ class ProduceBatcher:
                 return
             for item in live:
                 await self._write([item])
+            return
+        except FlushTimeoutError as exc:  # stored, not confirmed on disk in time: each request its own part
+            start = 0
+            for msgs, fut, _ in live:
+                if not fut.done():
+                    fut.set_exception(FlushTimeoutError(str(exc), exc.results[start:start + len(msgs)]))
+                start += len(msgs)
             return
         except BaseException as exc:  # every request of the group gets the store's answer
             _fail(live, exc)

@@ -186,9 +186,11 @@ class Replication:
             return f"{verb} the master at {self.master_url}"
         return f"{verb} the master (its address is not known yet: set [ha] master_url or a NameServer)"
 
-    async def confirm(self, results: list[PutResult]) -> str:
-        """The SendStatus of a stored put: SEND_OK, or on a sync_master what its slaves say."""
-        status = SEND_OK
+    async def confirm(self, results: list[PutResult], flushed: bool = True) -> str:
+        """The SendStatus of a stored put: SEND_OK, FLUSH_DISK_TIMEOUT when its SYNC flush did not
+        confirm it in time (``flushed`` False), or on a sync_master what its slaves say (which wins,
+        as in RocketMQ's CommitLog)."""
+        status = SEND_OK if flushed else FLUSH_DISK_TIMEOUT
         service, waiter = self.service, self._waiter
         if service is not None and waiter is not None and results:
             end = end_offset(results)

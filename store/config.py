@@ -43,6 +43,12 @@ class StoreConfig:
                          '"async": a flush thread syncs every flush_interval_ms (`--flush-mode`).'},
     )
     flush_interval_ms: int = field(default=500, metadata={"doc": "Async flush period in milliseconds."})
+    sync_flush_timeout_ms: int = field(
+        default=5000,
+        metadata={"doc": "SYNC flush: how long a put waits for the fdatasync that covers it; past it "
+                         "the put is answered FLUSH_DISK_TIMEOUT (stored, not yet confirmed on disk; "
+                         "RocketMQ syncFlushTimeout)."},
+    )
     flush_min_pages: int = field(
         default=4,
         metadata={"doc": "Async flush: a period syncs only when this many 4 KiB pages are dirty "

@@ -7,6 +7,8 @@ sentinel value to mean "failed".
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "StoreError",
     "StoreLockedError",
@@ -58,4 +60,12 @@ class InvalidOffsetError(StoreError):
 
 
 class FlushTimeoutError(StoreError):
-    """Raised when a SYNC put is written but its fdatasync did not finish in time."""
+    """Raised when a SYNC put is written but its fdatasync did not finish in time.
+
+    ``results`` holds the put's results: the messages are stored (and will be
+    flushed), only not confirmed on disk in time (RocketMQ's FLUSH_DISK_TIMEOUT).
+    """
+
+    def __init__(self, message: str, results: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.results: list[Any] = list(results or [])

@@ -34,7 +34,7 @@ from .commitlog import CommitLog
 from .config import StoreConfig
 from .consume_queue_store import ConsumeQueueStore
 from .dispatch import DispatchBatch, Dispatcher
-from .errors import DiskFullError, MessageNotFoundError, StoreClosedError
+from .errors import DiskFullError, FlushTimeoutError, MessageNotFoundError, StoreClosedError
 from .flush import AsyncFlushService, FlushStats, GroupCommitService, LogicsFlushService
 from .index_service import IndexService
 from .lockfile import StoreLock
@@ -73,7 +73,8 @@ class MessageStore:
         self.flush_stats = FlushStats()
         self._flusher: GroupCommitService | AsyncFlushService
         if config.flush_mode == "sync":
-            self._flusher = GroupCommitService(self.commitlog, self.flush_stats)
+            self._flusher = GroupCommitService(self.commitlog, self.flush_stats,
+                                               timeout_s=config.sync_flush_timeout_ms / 1000)
         else:
             self._flusher = AsyncFlushService(self.commitlog, config.flush_interval_ms, config.flush_min_pages,
                                               self.flush_stats)
@@ -182,11 +183,16 @@ class MessageStore:
                                 f"{self.config.disk_hard_limit_ratio:.0%}; free space or lower retention")
         batch = codec.prepare_batch(messages, int(time.time() * 1000), self._born_host, self.max_message_bytes)
         res = self.commitlog.append(batch)
-        self._flusher.wait_for(res.end_offset)
         ids = codec.make_msg_ids(self.commitlog.store_host, res.phy_offsets)
         n, ts = len(messages), res.store_timestamp
-        return list(map(PutResult._make, zip(ids, [m.topic for m in messages], batch.queue_ids, res.queue_offsets,
-                                             res.phy_offsets, batch.sizes, [ts] * n)))
+        results = list(map(PutResult._make, zip(ids, [m.topic for m in messages], batch.queue_ids,
+                                                res.queue_offsets, res.phy_offsets, batch.sizes, [ts] * n)))
+        try:
+            self._flusher.wait_for(res.end_offset)
+        except FlushTimeoutError as exc:
+            exc.results = results  # stored: the caller answers FLUSH_DISK_TIMEOUT, not an error
+            raise
+        return results
 
     def put_columns(self, topic: str, queue_id: int, bodies: Sequence[bytes], *, keys: Sequence[str] | None = None,
                     tags: str | None = None) -> ColumnPutResult:

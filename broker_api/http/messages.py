@@ -27,6 +27,7 @@ from store import (
     PullBatch,
     PutResult,
 )
+from store.errors import FlushTimeoutError
 from store.schedule import REAL_QID
 
 from ..admission import TICKET_KEY, Ticket
@@ -214,8 +215,11 @@ async def produce(request: Request) -> Response:
             body: dict[str, Any] = {"status": send_status, "transaction_id": tx_id,
                                     "results": _half_results(messages, results)}
         else:
-            results = await broker.writer.put(messages)
-            send_status = await broker.replication.confirm(results)
+            try:
+                results, flushed = await broker.writer.put(messages), True
+            except FlushTimeoutError as exc:  # stored; fdatasync did not confirm it in time
+                results, flushed = exc.results, False
+            send_status = await broker.replication.confirm(results, flushed)
             body = {"status": send_status,
                     "results": [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset}
                                 for r in results]}
