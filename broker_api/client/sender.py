@@ -91,7 +91,7 @@ def _send_free(send: Send, route: Route, faults: FaultTracker, pending: list[int
         for broker, placed in sorted(groups.items()):
             if not _send_group(send, route, faults, broker, placed, wire, results, errors, fixed=False):
                 excluded.add(broker)
-                again.extend(i for i, _ in placed if errors[i] is not None and retryable(errors[i]))  # type: ignore[arg-type]
+                again.extend(i for i, _ in placed if (e := errors[i]) is not None and retryable(e))
         pending = sorted(again)
 
 
