@@ -116,28 +116,26 @@ def _compare(op: str, a: Any, b: Any) -> bool | None:
     return {">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[op]  # type: ignore[operator]
 
 
-def _and(parts: list[_Eval]) -> _Eval:
+def _junction(parts: list[_Eval], decisive: bool) -> _Eval:
+    """AND (``decisive`` False) or OR (True) in SQL's three-valued logic: one decisive part
+    decides, else any unknown (NULL) part makes the whole unknown."""
     def run(tags: str | None, props: Mapping[str, str]) -> Any:
         unknown = False
         for part in parts:
             v = part(tags, props)
-            if v is False:
-                return False
+            if v is decisive:
+                return decisive
             unknown |= v is None
-        return None if unknown else True
+        return None if unknown else not decisive
     return run
+
+
+def _and(parts: list[_Eval]) -> _Eval:
+    return _junction(parts, False)
 
 
 def _or(parts: list[_Eval]) -> _Eval:
-    def run(tags: str | None, props: Mapping[str, str]) -> Any:
-        unknown = False
-        for part in parts:
-            v = part(tags, props)
-            if v is True:
-                return True
-            unknown |= v is None
-        return None if unknown else False
-    return run
+    return _junction(parts, True)
 
 
 def _negate(inner: _Eval) -> _Eval:
