@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +26,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_broker import stop  # noqa: E402
-from benchmarks.bench_ha import start  # noqa: E402
+from benchmarks.bench_ha import running_broker  # noqa: E402
 from benchmarks.results import Measure, Recorder  # noqa: E402
 
 BODY = "x" * 100
@@ -72,20 +70,15 @@ def main() -> None:
     parser.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = parser.parse_args()
     rec = Recorder("delay", args.json_out, vars(args))
-    with tempfile.TemporaryDirectory(prefix="sparkmq-delay-") as tmpdir:
-        proc, url = start(Path(tmpdir) / "data", {}, Path(tmpdir) / "broker.log")
-        try:
-            with httpx.Client(base_url=url, timeout=60) as c:
-                for topic in ("pending", "due"):
-                    c.post("/v1/topics", json={"name": topic, "queues": QUEUES}).raise_for_status()
-                rec.phase(f"enqueue {args.pending} timer messages")
-                rate = enqueue(c, "pending", args.pending, int((time.time() + 7200) * 1000))
-                rec.phase(f"deliver {args.due} due messages")
-                out_rate, took = deliver(c, args.due, rate, args.timeout_s)
-                if delivered(c, "pending"):
-                    raise RuntimeError("a timer message was delivered two hours early")
-        finally:
-            stop(proc)
+    with running_broker("sparkmq-delay-") as c:
+        for topic in ("pending", "due"):
+            c.post("/v1/topics", json={"name": topic, "queues": QUEUES}).raise_for_status()
+        rec.phase(f"enqueue {args.pending} timer messages")
+        rate = enqueue(c, "pending", args.pending, int((time.time() + 7200) * 1000))
+        rec.phase(f"deliver {args.due} due messages")
+        out_rate, took = deliver(c, args.due, rate, args.timeout_s)
+        if delivered(c, "pending"):
+            raise RuntimeError("a timer message was delivered two hours early")
     rec.add(Measure("broker.timer_enqueue", f"timer messages enqueued (deliver_at_ms), 1000 per request, "
                     f"{args.pending:,} pending at the end", round(rate), "msg/s"))
     rec.add(Measure("broker.timer_deliver", f"timer messages delivered: {args.due:,} due at once, last one "

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,18 @@ def start(data: Path, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[
     url = f"http://127.0.0.1:{port}"
     _until(lambda: httpx.get(url + "/readyz").status_code == 200, 60)
     return proc, url
+
+
+@contextmanager
+def running_broker(prefix: str, env: dict[str, str] | None = None) -> Iterator[httpx.Client]:
+    """A broker in a temporary data dir, and a client of it; the broker is stopped at the end."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmpdir:
+        proc, url = start(Path(tmpdir) / "data", env or {}, Path(tmpdir) / "broker.log")
+        try:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                yield client
+        finally:
+            stop(proc)
 
 
 def _until(check: Any, timeout_s: float) -> None:

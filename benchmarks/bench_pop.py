@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +26,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_broker import stop  # noqa: E402
-from benchmarks.bench_ha import start  # noqa: E402
+from benchmarks.bench_ha import running_broker  # noqa: E402
 from benchmarks.results import Measure, Recorder  # noqa: E402
 
 BODY = "x" * 100
@@ -83,18 +81,13 @@ def main() -> None:
     parser.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = parser.parse_args()
     rec = Recorder("pop", args.json_out, vars(args))
-    with tempfile.TemporaryDirectory(prefix="sparkmq-pop-") as tmpdir:
-        proc, url = start(Path(tmpdir) / "data", {}, Path(tmpdir) / "broker.log")
-        try:
-            with httpx.Client(base_url=url, timeout=60) as c:
-                rec.phase(f"produce {args.messages} messages")
-                fill(c, "t", args.messages)
-                rec.phase("plain pull + commit")
-                pull_rate = pull_all(c, "t", args.messages, args.batch)
-                rec.phase("POP + ack")
-                pop_rate = pop_all(c, "t", args.messages, args.batch)
-        finally:
-            stop(proc)
+    with running_broker("sparkmq-pop-") as c:
+        rec.phase(f"produce {args.messages} messages")
+        fill(c, "t", args.messages)
+        rec.phase("plain pull + commit")
+        pull_rate = pull_all(c, "t", args.messages, args.batch)
+        rec.phase("POP + ack")
+        pop_rate = pop_all(c, "t", args.messages, args.batch)
     rec.add(Measure("broker.pop_ack", f"POP + ack of {args.messages} messages, {args.batch} per pop, 1 client",
                     round(pop_rate), "msg/s", peer=f"plain pull + offset commit, {args.batch} per page",
                     peer_value=round(pull_rate)))
