@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["ConnectorError", "MirrorError", "SqlError", "SqlTimeoutError"]
+__all__ = [
+    "ConnectorError", "MirrorError", "SchemaChangeError", "SqlError", "SqlTimeoutError",
+    "TableError", "TableSpecError",
+]
 
 
 class ConnectorError(Exception):
@@ -19,3 +22,20 @@ class SqlError(ConnectorError, ValueError):
 
 class SqlTimeoutError(SqlError):
     """Raised when a SQL statement runs longer than its timeout."""
+
+
+class TableError(ConnectorError):
+    """Raised when a topic's Delta table cannot be translated, written or resumed."""
+
+
+class TableSpecError(TableError, ValueError):
+    """Raised when a topic's ``table`` settings are malformed (unknown key, bad value, bad schema)."""
+
+
+class SchemaChangeError(TableError):
+    """Raised when a new table schema would narrow, require or remove a field (``field`` names it)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"schema change refused for field {field!r}: {reason}")
+        self.field = field
+        self.reason = reason

@@ -1,0 +1,7 @@
+"""Topics as Delta tables: a table per topic (raw or typed, append or upsert) and its dead-letter table."""
+
+from __future__ import annotations
+
+from .spec import MODES, TABLE_KEYS, WRITE_MODES, TableSpec
+
+__all__ = ["MODES", "TABLE_KEYS", "TableSpec", "WRITE_MODES"]
