@@ -1,6 +1,13 @@
 """Read-only SQL over the mirror table with delta-rs's embedded DataFusion engine.
 
-The table is registered as ``messages``.  Only queries run: a statement may
+The mirror table is registered as ``messages``; the caller may pass more
+tables by name (the broker passes each table topic as ``<topic>`` and its
+dead-letter table as ``<topic>__dlq``; connectors never read the broker's
+metadata themselves).  A named table with nothing on disk yet is left out.
+Names are registered as quoted identifiers, so a topic ``my-topic`` or
+``Orders`` is queried as ``"my-topic"`` / ``"Orders"`` (unquoted names fold
+to lower case, as in standard SQL).
+Only queries run: a statement may
 not contain a writing or file-touching keyword (COPY, INSERT, CREATE, ...)
 outside string literals and comments; everything else goes to DataFusion,
 whose parser and planner messages are passed on unchanged (DataFusion itself
@@ -19,6 +26,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Mapping
 from queue import Empty, Queue
 
 import pyarrow as pa
@@ -41,15 +49,19 @@ _LITERALS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/",
 _WORD = re.compile(r"[A-Za-z_]+")
 
 
-def run_sql(table_uri: str, sql: str, *, max_rows: int, timeout_s: float) -> pa.Table:
-    """Run one read-only statement over the table at ``table_uri`` (as ``messages``)."""
+def run_sql(table_uri: str | None, sql: str, *, max_rows: int, timeout_s: float,
+            tables: Mapping[str, str] | None = None) -> pa.Table:
+    """Run one read-only statement over the table at ``table_uri`` (as ``messages``) and ``tables`` (name -> URI).
+
+    ``table_uri`` None: no mirror, only ``tables``."""
     check_read_only(sql)
     deadline = time.monotonic() + timeout_s
     if not _slots.acquire(timeout=max(0.0, timeout_s)):
         raise SqlTimeoutError(f"no SQL slot free within {timeout_s:g} s; {_MAX_RUNNING} statements are running")
     answers: Queue[pa.Table | BaseException] = Queue(maxsize=1)
     worker = threading.Thread(
-        target=_execute_into, args=(answers, table_uri, sql, max_rows), name="sparkmq-sql", daemon=True
+        target=_execute_into, args=(answers, _named(table_uri, tables), sql, max_rows), name="sparkmq-sql",
+        daemon=True,
     )
     worker.start()
     try:
@@ -77,22 +89,46 @@ def check_read_only(sql: str) -> None:
         raise SqlError(f"SQL over the mirror is read-only: {', '.join(bad)} is not allowed; write a query")
 
 
-def _execute_into(answers: Queue, table_uri: str, sql: str, max_rows: int) -> None:
+def _named(table_uri: str | None, tables: Mapping[str, str] | None) -> dict[str, str]:
+    named = dict(tables or {})
+    if table_uri is not None:
+        named[TABLE_NAME] = table_uri
+    return named
+
+
+def _execute_into(answers: Queue, named: dict[str, str], sql: str, max_rows: int) -> None:
     try:
-        answers.put(_execute(table_uri, sql, max_rows))
+        answers.put(_execute(named, sql, max_rows))
     except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
         answers.put(exc)
     finally:
         _slots.release()
 
 
-def _execute(table_uri: str, sql: str, max_rows: int) -> pa.Table:
+def _open_tables(named: dict[str, str]) -> QueryBuilder:
+    """A QueryBuilder with every table of ``named`` that exists on disk; SqlError when none does."""
+    builder, missing = QueryBuilder(), []
+    for name, uri in sorted(named.items()):
+        try:
+            builder.register(_quoted(name), DeltaTable(uri))
+        except TableNotFoundError:
+            missing.append((name, uri))
+    if len(missing) == len(named):
+        where = ", ".join(uri for _, uri in missing) or "(no table given)"
+        raise SqlError(f"no Delta table at {where}; is the mirror enabled (or a table topic configured) "
+                       "and has it written yet?")
+    return builder
+
+
+def _quoted(name: str) -> str:
+    """The name as a quoted SQL identifier: kept exactly (case, dots, dashes); unquoted queries fold to lower."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _execute(named: dict[str, str], sql: str, max_rows: int) -> pa.Table:
+    builder = _open_tables(named)
     try:
-        table = DeltaTable(table_uri)
-    except TableNotFoundError as exc:
-        raise SqlError(f"no Delta table at {table_uri}; is the mirror enabled and has it written yet?") from exc
-    try:
-        reader = pa.RecordBatchReader.from_stream(QueryBuilder().register(TABLE_NAME, table).execute(sql))
+        reader = pa.RecordBatchReader.from_stream(builder.execute(sql))
         batches, rows, truncated = [], 0, False
         for batch in reader:
             if rows + batch.num_rows > max_rows:

@@ -74,3 +74,33 @@ def test_a_missing_table_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_statement_past_its_timeout_raises(table_uri: str) -> None:
     with pytest.raises(SqlTimeoutError, match="longer than"):
         run_sql(table_uri, "SELECT count(*) FROM messages a, messages b, messages c", max_rows=1, timeout_s=0.0)
+
+
+def _typed_table(uri: str, rows: list[dict[str, object]]) -> str:
+    from deltalake import write_deltalake
+    import pyarrow as pa
+
+    write_deltalake(uri, pa.Table.from_pylist(rows))
+    return uri
+
+
+def test_named_tables_sit_next_to_messages(table_uri: str, tmp_path: Path) -> None:
+    orders = _typed_table(str(tmp_path / "orders"), [{"region": "eu", "amount": 2.5}, {"region": "us", "amount": 1.0},
+                                                     {"region": "eu", "amount": 1.5}])
+    dlq = _typed_table(str(tmp_path / "dlq"), [{"error": "amount: not a number"}])
+    tables = {"orders": orders, "orders__dlq": dlq, "Odd-Name.v1": orders}
+    sql = "SELECT region, sum(amount) AS total FROM orders GROUP BY region ORDER BY region"
+    assert run_sql(table_uri, sql, max_rows=10, timeout_s=30, tables=tables).to_pylist() == [
+        {"region": "eu", "total": 4.0}, {"region": "us", "total": 1.0}]
+    sql = ("SELECT (SELECT count(*) FROM messages) AS m, (SELECT count(*) FROM orders__dlq) AS d, "
+           "(SELECT count(*) FROM \"Odd-Name.v1\") AS o")
+    assert run_sql(table_uri, sql, max_rows=1, timeout_s=30, tables=tables).to_pylist() == [{"m": 120, "d": 1, "o": 3}]
+
+
+def test_tables_without_the_mirror_and_a_table_not_written_yet(tmp_path: Path) -> None:
+    orders = _typed_table(str(tmp_path / "orders"), [{"region": "eu"}])
+    tables = {"orders": orders, "later": str(tmp_path / "not-yet")}
+    assert run_sql(None, "SELECT region FROM orders", max_rows=5, timeout_s=30, tables=tables).to_pylist() == [
+        {"region": "eu"}]
+    with pytest.raises(SqlError, match="later"):
+        run_sql(None, "SELECT * FROM later", max_rows=5, timeout_s=30, tables=tables)
