@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from .schema import arrow_schema, check_evolution, table_schema, validate_spec
 from .spec import MODES, TABLE_KEYS, WRITE_MODES, TableSpec
 
-__all__ = ["MODES", "TABLE_KEYS", "TableSpec", "WRITE_MODES"]
+__all__ = [
+    "MODES", "TABLE_KEYS", "TableSpec", "WRITE_MODES", "arrow_schema", "check_evolution", "table_schema",
+    "validate_spec",
+]
