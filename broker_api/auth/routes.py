@@ -7,6 +7,7 @@ user; otherwise every ``(resource, action)`` listed must be allowed.
 route                                                  needs
 =====================================================  ==============================================
 GET /healthz, /docs, /openapi.json                     nothing (open)
+GET /console, /console/{file}                          nothing (the web console's static files)
 GET /readyz, /metrics, /v1/broker                      open, or a user when ``[auth] control_open`` is false
 POST /v1/topics/{t}/messages                           Topic:t Pub
 GET  /v1/topics/{t}/queues/{q}/messages                Topic:t Sub (+ Group:g Sub with ?group=g);
@@ -31,13 +32,19 @@ from urllib.parse import parse_qs
 
 from .authn import Permission
 
-__all__ = ["OPEN_PATHS", "broker_permissions"]
+__all__ = ["OPEN_PATHS", "broker_permissions", "is_open"]
 
 OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 CONTROL_PATHS = frozenset({"/readyz", "/metrics", "/v1/broker"})
 _TOPIC = re.compile(r"^/v1/topics/(?P<topic>[^/]+)(?P<rest>/.*)?$")
 _GROUP = re.compile(r"^/v1/groups/(?P<group>[^/]+)(?P<rest>/offsets)?$")
 _RETRY = "%RETRY%"
+_CONSOLE = "/console"
+
+
+def is_open(path: str) -> bool:
+    """True for the routes anyone may call: health, the API documents, the console's static files."""
+    return path in OPEN_PATHS or path == _CONSOLE or path.startswith(_CONSOLE + "/")
 
 
 def _query(query: str, name: str) -> str | None:
@@ -54,7 +61,7 @@ def _topic_resource(topic: str) -> Permission:
 def broker_permissions(method: str, path: str, query: str, cluster: str,
                        control_open: bool = True) -> list[Permission] | None:
     """What ``method path?query`` needs on a broker of ``cluster`` (see the table above)."""
-    if path in OPEN_PATHS or (control_open and path in CONTROL_PATHS):
+    if is_open(path) or (control_open and path in CONTROL_PATHS):
         return None
     if path.startswith("/v1/admin/"):
         return [(f"Cluster:{cluster}", "Admin")]

@@ -13,6 +13,7 @@ from ..broker import Broker
 from ..settings import BrokerSettings
 from . import admin, groups, ha, messages, ops, pop, sql, transactions
 from .auth import install_auth
+from .console import console_router
 from .contract import install_contract, operation_id
 from .errors import install_handlers
 from .hotpath import HotPathMiddleware
@@ -56,4 +57,5 @@ def create_app(settings: BrokerSettings) -> FastAPI:
     app.include_router(ops.control_router)
     for module in (messages, admin, groups, pop, transactions, ops, sql, ha):
         app.include_router(module.router)
+    app.include_router(console_router("broker"))
     return app

@@ -7,6 +7,7 @@
     GET  /v1/topics                      topic -> broker names
     GET  /v1/cluster                     clusters, brokers, roles, heartbeats
     GET  /healthz
+    GET  /console                        the web console's cluster view (broker_api/http/console.py)
 
 With ``auth_enabled`` every route but ``/healthz`` needs an authenticated
 user (:mod:`broker_api.http.auth`), and the three broker routes need
@@ -25,8 +26,9 @@ from fastapi import FastAPI, Request
 from starlette.responses import Response
 
 from ..auth import Authenticator, Permission, UserStore
-from ..auth.routes import OPEN_PATHS
+from ..auth.routes import is_open
 from ..http.auth import PRINCIPAL_KEY, AuthMiddleware
+from ..http.console import console_router
 from ..errors import BrokerError
 from ..http.contract import install_namesrv_contract, operation_id
 from ..http.errors import error_response, install_common_handlers, lookup, response_for
@@ -63,6 +65,7 @@ def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = Non
     app.state.auth = _install_auth(app, settings)
     _broker_routes(app, routes)
     _client_routes(app, routes)
+    app.include_router(console_router("namesrv"))
     return app
 
 
@@ -123,7 +126,7 @@ def _install_auth(app: FastAPI, settings: NamesrvSettings) -> Authenticator | No
     authenticator = Authenticator(UserStore(settings.auth_dir), settings.auth_max_clock_skew_s)
 
     def permissions(method: str, path: str, query: str) -> list[Permission] | None:
-        return None if path in OPEN_PATHS else []
+        return None if is_open(path) else []
 
     app.add_middleware(AuthMiddleware, authenticator=authenticator, permissions=permissions)
     return authenticator

@@ -1,0 +1,69 @@
+// Overview: this broker's identity, store, HA state and lag, NameServer registration, mirror lag.
+
+import { api } from "./api.js";
+import { facts, fmtBytes, fmtNum, fmtTime, h, section, table } from "./dom.js";
+
+function identity(b) {
+  return facts([
+    ["Broker", `${b.name} (id ${b.broker_id})`],
+    ["Cluster", b.cluster],
+    ["Role", b.role],
+    ["Address", b.address],
+    ["Topics / groups", `${b.topics} / ${b.groups}`],
+    ["Flush mode", b.flush_mode],
+    ["Open transactions", b.open_transactions],
+    ["Event loop lag", `${fmtNum(b.event_loop_lag_ms, 1)} ms`],
+  ]);
+}
+
+function store(s) {
+  return facts([
+    ["CommitLog offsets", `${fmtNum(s.commitlog_min_offset)} .. ${fmtNum(s.commitlog_max_offset)}`],
+    ["Dispatch behind", fmtBytes(s.dispatch_behind_bytes)],
+    ["Segments / queues", `${s.segments} / ${s.queues}`],
+    ["Disk used", `${fmtNum(100 * (s.disk_used_ratio || 0), 1)} %${s.disk_full ? " (FULL)" : ""}`],
+    ["Damaged records read", s.damaged_records_read],
+  ]);
+}
+
+export function haView(ha) {
+  if (!ha) return h("p", { class: "empty" }, "no HA information");
+  const rows = [["HA role", ha.role]];
+  if (ha.listen_address) rows.push(["HA listens on", ha.listen_address], ["Connected slaves", ha.connected_slaves]);
+  if (ha.master_ha_address !== undefined) {
+    rows.push(["Master", `${ha.master_url || "-"} (HA ${ha.master_ha_address || "-"})`],
+      ["Connected to master", ha.connected ? "yes" : `no${ha.error ? `: ${ha.error}` : ""}`],
+      ["Replicated up to", fmtNum(ha.max_offset)]);
+  }
+  const slaves = (ha.slaves || []).map((s) => [s.address, fmtNum(s.ack_offset), fmtBytes(s.lag_bytes),
+    `${fmtNum(s.lag_seconds, 1)} s`]);
+  return h("div", {}, facts(rows),
+    ha.slaves ? table(["Slave", "Ack offset", "Lag", "Lag time"], slaves, "no slave connected") : null);
+}
+
+function registration(list, configured) {
+  if (!list) return h("p", { class: "empty" }, configured ? "registration not started" : "no NameServer configured");
+  return table(["NameServer", "Up", "Last success", "Registrations", "Last error"], list.map((n) => [
+    n.address, n.up ? "up" : "DOWN", fmtTime(n.last_ok_ms), n.full_registrations, n.last_error || "-"]));
+}
+
+export function mirrorView(m) {
+  if (!m) return h("p", { class: "empty" }, "the Delta mirror is off ([mirror] enabled = false)");
+  return facts([
+    ["Mirrored up to", fmtNum(m.mirrored_offset)],
+    ["CommitLog end", fmtNum(m.commitlog_offset)],
+    ["Mirror lag", `${fmtBytes(m.lag_bytes)}, ${fmtNum(m.lag_seconds, 1)} s`],
+  ]);
+}
+
+export async function render(root, subtitle) {
+  const b = await api("/v1/broker");
+  if (subtitle) subtitle.textContent = `${b.name} · ${b.role} · ${b.cluster}`;
+  root.append(
+    section("Broker", identity(b)),
+    section("Store", store(b.store)),
+    section("HA replication", haView(b.ha)),
+    section("NameServer registration", registration(b.namesrv, b.namesrv_addr)),
+    section("Delta mirror", mirrorView(b.mirror)),
+  );
+}

@@ -1,0 +1,18 @@
+// The broker's console (/console on a broker).
+
+import { startConsole } from "./shell.js";
+import * as broker from "./broker.js";
+import * as groups from "./groups.js";
+import * as produce from "./produce.js";
+import * as rates from "./rates.js";
+import * as search from "./search.js";
+import * as topics from "./topics.js";
+
+startConsole("sparkmq broker", {
+  overview: { title: "Broker", render: broker.render },
+  topics: { title: "Topics", render: topics.render },
+  messages: { title: "Messages", render: search.render },
+  groups: { title: "Groups", render: groups.render },
+  rates: { title: "Rates", render: rates.render },
+  produce: { title: "Produce", render: produce.render },
+});
