@@ -119,6 +119,22 @@ class IndexService:
         ``"{topic}#"`` is cached per topic and continued over the key bytes.
         """
         n = len(batch)
+        if batch.source is not None:  # straight from the records' bytes
+            if not n:
+                return np.empty(0, np.int64), np.empty(0, np.int64)
+            crcs, rows = batch.source.key_crcs(self._topic_prefixes(batch.topics))
+            hashes = crcs & _HASH_MASK
+        else:
+            hashes, rows = self._hash_key_lists(batch)
+        if not len(rows):
+            return hashes, rows
+        keep = is_visible(np.asarray(batch.sys_flags, dtype=np.int64)[rows])
+        if not keep.all():
+            hashes, rows = hashes[keep], rows[keep]
+        return hashes, rows
+
+    def _hash_key_lists(self, batch: DispatchBatch) -> tuple[np.ndarray, np.ndarray]:
+        n = len(batch)
         counts = np.fromiter(map(len, batch.keys), dtype=np.int64, count=n)
         total = int(counts.sum())
         if total == 0:
@@ -134,11 +150,7 @@ class IndexService:
             prefixes = map(prefix_of.__getitem__, per_key_topics)
             rows = np.repeat(np.arange(n, dtype=np.int64), counts)
         crcs = map(zlib.crc32, map(str.encode, flat_keys), prefixes)
-        hashes = np.fromiter(crcs, dtype=np.int64, count=total) & _HASH_MASK
-        keep = is_visible(np.asarray(batch.sys_flags, dtype=np.int64)[rows])
-        if not keep.all():
-            hashes, rows = hashes[keep], rows[keep]
-        return hashes, rows
+        return np.fromiter(crcs, dtype=np.int64, count=total) & _HASH_MASK, rows
 
     def _topic_prefixes(self, topics: list[str]) -> dict[str, int]:
         """CRC32 of ``"{topic}#"`` per topic, cached: crc32(key, it) == crc32(topic#key)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import threading
 from pathlib import Path
 
 from .errors import DiskFullError
@@ -28,6 +29,7 @@ __all__ = ["MappedFile", "segment_name", "reserve"]
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _AHEAD = 4 << 20  # blocks reserved past the write position
+_PREAD_MIN = 1 << 20  # reads of this size or more go through pread
 
 
 def reserve(fd: int, size: int, path: Path, start: int = 0) -> None:
@@ -68,6 +70,7 @@ class MappedFile:
         self.flushed = 0
         self.reserved = 0
         self.closed = False
+        self._io_lock = threading.Lock()
 
     @property
     def end_offset(self) -> int:
@@ -103,8 +106,18 @@ class MappedFile:
         self.reserved = target
 
     def read(self, pos: int, size: int) -> bytes:
-        """A copy of ``size`` bytes at file position ``pos``."""
-        return self._mm[pos : pos + size]
+        """A copy of ``size`` bytes at file position ``pos``; ValueError once closed.
+
+        Large reads (dispatch, recovery) use ``pread``: the same page cache the
+        mapping writes to, without a page fault per page of a cold mapping.
+        """
+        if size < _PREAD_MIN:
+            return self._mm[pos : pos + size]
+        size = max(0, min(size, self.size - pos))
+        with self._io_lock:  # close() waits, so the descriptor is never another file's
+            if self.closed:
+                raise ValueError(f"segment {self.path.name} is closed")
+            return os.pread(self._fd, size, pos)
 
     def flush(self) -> int:
         """fdatasync what was written since the last flush; returns the new flushed position."""
@@ -127,11 +140,12 @@ class MappedFile:
         self.flushed = min(self.flushed, pos)
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self._mm.close()
-        os.close(self._fd)
+        with self._io_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._mm.close()
+            os.close(self._fd)
 
     def destroy(self) -> None:
         self.close()

@@ -8,17 +8,19 @@ end of the chunk; the caller learns which.
 
 Work is split so that Python pays per record only what cannot be avoided:
 
-1. walk: a tight loop follows TOTAL_SIZE from record to record;
+1. walk: a tight loop follows TOTAL_SIZE from record to record, and checks
+   runs of equal-size records as one array;
 2. headers: numpy gathers the 88-byte headers of all records at once and
    checks magic, physical offsets and lengths as arrays;
 3. CRC (recovery): one zlib call per body;
-4. columns (dispatch): topics decoded per distinct value, properties split.
+4. columns (dispatch): topics and tags decoded per distinct value, tag and
+   key spans found by numpy (:mod:`.record_columns`, :mod:`.props_scan`);
+   bodies, keys and ids only when a dispatcher asks for them.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 import zlib
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from . import codec
 from .dispatch import DispatchBatch
+from .record_columns import RecordColumns
 
 __all__ = ["ScanStop", "ScanResult", "scan_chunk", "parse_at"]
 
@@ -51,27 +54,67 @@ class ScanResult:
     reason: str = ""
 
 
-def _walk(buf: bytes) -> tuple[list[int], ScanStop, str]:
-    """Follow TOTAL_SIZE fields; returns record starts and why the walk ended."""
+def _walk(buf: bytes) -> tuple[np.ndarray, ScanStop, str]:
+    """Follow TOTAL_SIZE fields; returns record starts and why the walk ended.
+
+    A Python step per record, except over runs of records of one size (the
+    usual case: a batch of equal messages): after a few equal steps the walk
+    checks the size and magic of the next records of the run as one array.
+    """
     starts: list[int] = []
+    runs: list[np.ndarray] = []
     append, unpack = starts.append, _SIZE_MAGIC.unpack_from
-    pos, end = 0, len(buf)
+    u8 = np.frombuffer(buf, np.uint8)
+    pos, end, prev, same = 0, len(buf), -1, 0
     while pos + 8 <= end:
         total, magic = unpack(buf, pos)
         if magic != _MSG or total < _MIN_RECORD or pos + total > end:
             break
         append(pos)
         pos += total
+        if total != prev:
+            prev, same = total, 0
+            continue
+        same += 1
+        if same >= 4:
+            k = _run_length(u8, pos, total)
+            if k:
+                runs += [np.array(starts, np.int64), pos + total * np.arange(k, dtype=np.int64)]
+                starts.clear()
+                pos += k * total
+            same = 0
+    out = np.concatenate([*runs, np.array(starts, np.int64)]) if runs else np.array(starts, np.int64)
+    return (out, *_why_stopped(buf, pos))
+
+
+def _run_length(u8: np.ndarray, pos: int, total: int) -> int:
+    """How many whole records of ``total`` bytes with the message magic follow at ``pos``."""
+    head = np.frombuffer(_SIZE_MAGIC.pack(total, _MSG), np.uint8)
+    k, width = 0, 64
+    while True:
+        fit = min(width, (len(u8) - pos) // total - k)
+        if fit <= 0:
+            return k
+        base = pos + k * total
+        rows = np.lib.stride_tricks.as_strided(u8[base:], shape=(fit, 8), strides=(total, 1))
+        bad = np.flatnonzero(~(rows == head).all(axis=1))
+        if len(bad):
+            return k + int(bad[0])
+        k, width = k + fit, width * 4
+
+
+def _why_stopped(buf: bytes, pos: int) -> tuple[ScanStop, str]:
+    end = len(buf)
     if pos == end:
-        return starts, ScanStop.END, ""
+        return ScanStop.END, ""
     if pos + 8 > end:
-        return starts, ScanStop.SHORT, ""
-    total, magic = unpack(buf, pos)
+        return ScanStop.SHORT, ""
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == _BLANK:
-        return starts, ScanStop.BLANK, ""
+        return ScanStop.BLANK, ""
     if magic == _MSG and total >= _MIN_RECORD:
-        return starts, ScanStop.SHORT, ""
-    return starts, ScanStop.INVALID, f"bad magic {magic:#x} or size {total}"
+        return ScanStop.SHORT, ""
+    return ScanStop.INVALID, f"bad magic {magic:#x} or size {total}"
 
 
 def _first_false(ok: np.ndarray) -> int:
@@ -147,13 +190,13 @@ def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int
     """
     starts, stop, reason = _walk(buf)
     n = len(starts)
-    h = _headers(buf, base_offset, np.array(starts, np.int64))
+    h = _headers(buf, base_offset, starts)
     good = _first_false(h.ok)
     if check_crc and good:
         good = _first_false(_crc_ok(buf, h.take(slice(0, good))))
     if good < n:
         stop, reason = ScanStop.INVALID, f"record at {base_offset + starts[good]} fails its checks"
-    consumed = starts[good] if good < n else (int(h.st[-1] + h.total[-1]) if n else 0)
+    consumed = int(starts[good]) if good < n else (int(h.st[-1] + h.total[-1]) if n else 0)
     batch = _columns(buf, h.take(slice(0, good if collect else 0)), store_host, base_offset + consumed)
     return ScanResult(batch, consumed, stop, reason)
 
@@ -179,81 +222,19 @@ def parse_at(buf: bytes, base_offset: int, starts: np.ndarray, store_host: int, 
     return _columns(buf, h, store_host, base_offset + len(buf)), bad
 
 
-def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bytes:
-    """The byte ranges ``[start, start+length)`` concatenated, each followed by a NUL byte."""
-    total = int(lengths.sum()) + len(lengths)
-    if not len(lengths):
-        return b""
-    ends = np.cumsum(lengths + 1)
-    out = np.zeros(total, np.uint8)
-    # position k of the output copies input byte starts[r] + (k - first output of r)
-    shift = np.repeat(starts - (ends - lengths - 1), lengths + 1)
-    k = np.arange(total, dtype=np.int64)
-    src = k + shift
-    mask = np.ones(total, bool)
-    mask[ends - 1] = False  # the separators stay zero
-    out[mask] = u8[src[mask]]
-    return out.tobytes()
-
-
-# One record's properties: optional TAGS, optional KEYS, the rest; records end with NUL.
-_PROPS = re.compile(rb"(?:TAGS\x01([^\x02\x00]*)\x02)?(?:KEYS\x01([^\x02\x00]*)\x02)?([^\x00]*)\x00")
-
-
-def _split_one(raw: bytes) -> tuple[bytes, bytes, bytes]:
-    keys, tags, rest = codec.split_properties(raw)
-    return (tags or "").encode(), "\x03".join(keys).encode(), rest
-
-
-def _topics(u8: np.ndarray, h: _Headers) -> list[str]:
-    n = len(h.st)
-    if n and (h.tlen == h.tlen[0]).all():
-        tl = int(h.tlen[0])
-        mat = u8[(h.t_at + 1)[:, None] + np.arange(tl)]
-        if (mat == mat[0]).all():
-            return [mat[0].tobytes().decode("utf-8", "replace")] * n
-    cache: dict[bytes, str] = {}
-    return [cache.get(b) or cache.setdefault(b, b.decode("utf-8", "replace"))
-            for b in _gather(u8, h.t_at + 1, h.tlen).split(b"\x00")[:n]]
-
-
-def _msg_ids(hosts: np.ndarray, phys: np.ndarray, default_host: int) -> list[str]:
-    """Ids from each record's own STORE_HOST, so a slave serves the master's ids."""
-    if not len(hosts) or (hosts == hosts[0]).all():
-        return codec.make_msg_ids(int(hosts[0]) if len(hosts) else default_host, phys)
-    return [codec.make_msg_id(int(h), int(p)) for h, p in zip(hosts.tolist(), phys.tolist())]
-
-
 def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> DispatchBatch:
+    src = RecordColumns(buf, h, store_host)
     hdr = h.hdr
-    n = len(h.st)
-    u8 = np.frombuffer(buf, np.uint8)
-    topics = _topics(u8, h)
-    found = _PROPS.findall(_gather(u8, h.p_at + 2, h.plen))
-    if len(found) != n:  # a NUL inside properties: parse record by record
-        found = [_split_one(buf[p : p + z]) for p, z in zip((h.p_at + 2).tolist(), h.plen.tolist())]
-    tag_names: dict[bytes, str | None] = {b"": None}
-    tags = [tag_names.get(t) or tag_names.setdefault(t, t.decode("utf-8", "replace")) for t, _, _ in found]
-    names = b"\x00".join([k for _, k, _ in found]).decode("utf-8", "replace").split("\x00")
-    keys = [((k,) if "\x03" not in k else tuple(k.split("\x03"))) if k else () for k in names]
-    props = [r for _, _, r in found]
-    bodies = [buf[s : s + b] for s, b in zip((h.st + _HS).tolist(), h.blen.tolist())]
-    tag_cache: dict[str | None, int] = {t: codec.tag_code(t) for t in tag_names.values()}
-    phys = hdr["phy_offset"].astype(np.int64)
     return DispatchBatch(
-        topics=topics,
+        topics=src.topics,
         queue_ids=hdr["queue_id"].astype(np.int32),
         queue_offsets=hdr["queue_offset"].astype(np.int64),
-        phy_offsets=phys,
+        phy_offsets=hdr["phy_offset"].astype(np.int64),
         sizes=hdr["total"].astype(np.int32),
-        tag_codes=np.fromiter(map(tag_cache.__getitem__, tags), np.int64, len(tags)),
+        tag_codes=src.tag_codes,
         store_timestamps=hdr["store_ts"].astype(np.int64),
         born_timestamps=hdr["born_ts"].astype(np.int64),
         sys_flags=hdr["sys_flag"].astype(np.int32),
-        keys=keys,
-        tags=tags,
-        properties_raw=props,
-        bodies=bodies,
-        msg_ids=_msg_ids(hdr["store_host"], phys, store_host),
         end_offset=end_offset,
+        source=src,
     )

@@ -1,0 +1,135 @@
+"""Vectorised parsing of the properties of a whole batch of records.
+
+Properties (layout in :mod:`.codec`) start with the reserved pairs, each
+optional and in this order, then the user pairs::
+
+    TAGS \\x01 tag \\x02   KEYS \\x01 key (\\x03 key)* \\x02   name \\x01 value \\x02 ...
+
+:func:`parse_spans` finds, for every record at once, where its tag and its key
+lie and where the user pairs start, with numpy gathers of a few bytes per
+record (no Python per record).  Records it cannot place that way (several
+keys, a tag or key longer than the widest probe, a separator where none may
+be) are marked ``slow``: the caller parses those one by one with
+:func:`.codec.split_properties`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PropSpans", "parse_spans", "unique_spans"]
+
+_TAGS = np.frombuffer(b"TAGS\x01", np.uint8)
+_KEYS = np.frombuffer(b"KEYS\x01", np.uint8)
+_WIDTHS = (16, 256)  # probe widths for a tag's or key's end; longer ones take the slow path
+
+
+@dataclass(slots=True)
+class PropSpans:
+    """Byte positions in the scanned buffer, one entry per record (-1: absent)."""
+
+    tag_start: np.ndarray
+    tag_end: np.ndarray  # exclusive
+    key_start: np.ndarray  # a single key
+    key_end: np.ndarray
+    rest_start: np.ndarray  # the user pairs run from here to the end of the properties
+    slow: np.ndarray  # bool: parse this record one by one
+
+
+def _has_prefix(u8: np.ndarray, at: np.ndarray, limit: np.ndarray, pat: np.ndarray) -> np.ndarray:
+    """Whether the bytes at ``at`` (before ``limit``) start with ``pat``."""
+    if not len(at):
+        return np.zeros(0, bool)
+    ok = at + len(pat) < limit
+    for i, b in enumerate(pat.tolist()):  # one byte column at a time: no n x width index matrix
+        ok &= u8.take(at + i, mode="clip") == b
+    return ok
+
+
+def _first_separator(u8: np.ndarray, start: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position and value of the first byte <= 3 in ``[start, limit)``: (-1, 255) when the probes find none."""
+    n = len(start)
+    pos, byte = np.full(n, -1, np.int64), np.full(n, 255, np.uint8)
+    todo = np.arange(n)
+    for width in _WIDTHS:
+        if not len(todo):
+            break
+        s, room = start[todo], limit[todo] - start[todo]
+        w = int(min(width, max(int(room.max()), 1)))
+        mat = u8.take(s[:, None] + np.arange(w), mode="clip")
+        hit = mat <= 3
+        first = hit.argmax(axis=1)
+        rows = np.arange(len(todo))
+        found = hit[rows, first] & (first < room)
+        pos[todo[found]] = s[found] + first[found]
+        byte[todo[found]] = mat[rows, first][found]
+        todo = todo[~found & (room > w)]
+    return pos, byte
+
+
+def _speculate(u8: np.ndarray, start: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Like :func:`_first_separator`, guessing first that every span is as long as the first one
+    (one tag for a whole batch; keys of one length): rows that fit the guess cost one gather each."""
+    n = len(start)
+    pos, byte = np.full(n, -1, np.int64), np.full(n, 255, np.uint8)
+    if not n:
+        return pos, byte
+    first, _ = _first_separator(u8, start[:1], limit[:1])
+    length = int(first[0] - start[0]) if first[0] >= 0 else 0
+    ok = (start + length < limit) & (u8.take(start + length, mode="clip") == 2) if length else np.zeros(n, bool)
+    for i in range(length if ok.any() else 0):
+        ok &= u8.take(start + i, mode="clip") > 3
+    pos[ok], byte[ok] = start[ok] + length, 2
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        pos[rest], byte[rest] = _first_separator(u8, start[rest], limit[rest])
+    return pos, byte
+
+
+def parse_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans:
+    """Tag and key spans of the records whose properties are ``u8[p0:pe]``."""
+    n = len(p0)
+    tag_start, tag_end = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    key_start, key_end = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    slow = np.zeros(n, bool)
+    after = p0.astype(np.int64, copy=True)
+    rows = np.flatnonzero(_has_prefix(u8, p0, pe, _TAGS))
+    if len(rows):
+        s = p0[rows] + 5
+        pos, byte = _speculate(u8, s, pe[rows])
+        good = (pos > s) & (byte == 2)
+        slow[rows[~good]] = True
+        g = rows[good]
+        tag_start[g], tag_end[g], after[g] = s[good], pos[good], pos[good] + 1
+    rows = np.flatnonzero(_has_prefix(u8, after, pe, _KEYS) & ~slow)
+    if len(rows):
+        s = after[rows] + 5
+        pos, byte = _speculate(u8, s, pe[rows])
+        good = (pos > s) & (byte == 2)
+        slow[rows[~good]] = True
+        g = rows[good]
+        key_start[g], key_end[g], after[g] = s[good], pos[good], pos[good] + 1
+    return PropSpans(tag_start, tag_end, key_start, key_end, after, slow)
+
+
+def unique_spans(u8: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    """Distinct byte strings among ``u8[start:end]`` per row: (index into the list per row, the list)."""
+    n = len(start)
+    lens = end - start
+    if not n:
+        return np.zeros(0, np.int64), []
+    if (lens == lens[0]).all():
+        mat = u8[start[:, None] + np.arange(int(lens[0]))]
+        if (mat == mat[0]).all():
+            return np.zeros(n, np.int64), [mat[0].tobytes()]
+    inv = np.empty(n, np.int64)
+    found: list[bytes] = []
+    for length in np.unique(lens).tolist():
+        rows = np.flatnonzero(lens == length)
+        mat = np.ascontiguousarray(u8[start[rows][:, None] + np.arange(length)])
+        values, which = np.unique(mat.view(f"V{length}").ravel(), return_inverse=True)
+        inv[rows] = which.ravel() + len(found)
+        found += [v.tobytes() for v in values]
+    return inv, found
