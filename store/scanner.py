@@ -12,7 +12,7 @@ Work is split so that Python pays per record only what cannot be avoided:
    runs of equal-size records as one array;
 2. headers: numpy gathers the 88-byte headers of all records at once and
    checks magic, physical offsets and lengths as arrays;
-3. CRC (recovery): one zlib call per body;
+3. CRC (recovery): one zlib call per body, from C-level maps;
 4. columns (dispatch): topics and tags decoded per distinct value, tag and
    key spans found by numpy (:mod:`.record_columns`, :mod:`.props_scan`);
    bodies, keys and ids only when a dispatcher asks for them.
@@ -142,18 +142,38 @@ _WORDS = _HS // 8  # a header is 11 eight-byte words
 
 
 def _gather_headers(buf: bytes, st: np.ndarray) -> np.ndarray:
-    """The 88-byte headers at ``st``, gathered as 8-byte words (8x fewer elements than bytes).
+    """The 88-byte headers at ``st``.
 
-    Records start at any byte, so each alignment class gets its own word view.
+    Runs of records at a fixed distance (equal sizes) are copied as one
+    strided block each; the other records are gathered as 8-byte words (8x
+    fewer elements than bytes), one word view per alignment class.
     """
     n = len(st)
-    words_out = np.empty((n, _WORDS), "V8")
-    align = st % 8
-    for a in np.unique(align).tolist():
-        sel = np.flatnonzero(align == a)
-        words = np.frombuffer(buf, dtype="V8", offset=a, count=(len(buf) - a) // 8)
-        words_out[sel] = words[((st[sel] - a) // 8)[:, None] + _WORD_RANGE]
-    return words_out.view(codec.HEADER_DTYPE).reshape(n)
+    out = np.empty((n, _HS), np.uint8)
+    todo = np.ones(n, bool)
+    u8 = np.frombuffer(buf, np.uint8)
+    for lo, hi in _arithmetic_runs(st):
+        out[lo:hi] = np.lib.stride_tricks.as_strided(u8[int(st[lo]):], shape=(hi - lo, _HS),
+                                                     strides=(int(st[lo + 1] - st[lo]), 1))
+        todo[lo:hi] = False
+    rest = np.flatnonzero(todo)
+    if len(rest):
+        words_out = out.view("<u8")  # integers: numpy copies void items far slower
+        align = st[rest] % 8
+        for a in np.unique(align).tolist():
+            sel = rest[align == a]
+            words = np.frombuffer(buf, dtype="<u8", offset=a, count=(len(buf) - a) // 8)
+            words_out[sel] = words[((st[sel] - a) // 8)[:, None] + _WORD_RANGE]
+    return out.view(codec.HEADER_DTYPE).reshape(n)
+
+
+def _arithmetic_runs(st: np.ndarray, shortest: int = 16) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of at least ``shortest`` records whose starts are equally spaced."""
+    if len(st) < shortest:
+        return []
+    gaps = np.diff(st)
+    edges = [0, *(np.flatnonzero(gaps[1:] != gaps[:-1]) + 1).tolist(), len(gaps)]
+    return [(a, b + 1) for a, b in zip(edges[:-1], edges[1:]) if b + 1 - a >= shortest]
 
 
 _WORD_RANGE = np.arange(_WORDS, dtype=np.int64)

@@ -85,3 +85,4 @@ def test_a_record_cut_short_after_a_run_is_reported_short() -> None:
     data = _encode(msgs)
     res = scan_chunk(data[:-10], 0, check_crc=True, store_host=HOST)
     assert res.stop is ScanStop.SHORT and len(res.batch) == 99
+
