@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from .schema import arrow_schema, check_evolution, table_schema, validate_spec
+from .service import TableTopics
 from .spec import MODES, TABLE_KEYS, WRITE_MODES, TableSpec
+from .topic import Upkeep
 
 __all__ = [
-    "MODES", "TABLE_KEYS", "TableSpec", "WRITE_MODES", "arrow_schema", "check_evolution", "table_schema",
+    "MODES", "TABLE_KEYS", "TableSpec", "TableTopics", "Upkeep", "WRITE_MODES", "arrow_schema", "check_evolution", "table_schema",
     "validate_spec",
 ]

@@ -53,7 +53,7 @@ def _column(name: str, node: Any, *, required: bool, path: str) -> Column:
         item = _column("item", node["items"], required=False, path=f"{path}[]")
         return Column(name, "list", required, (item,))
     if kind == "string":
-        fmt = node.get("format")
+        fmt = str(node.get("format", ""))
         return Column(name, {"date-time": "timestamp", "date": "date"}.get(fmt, "string"), required)
     if kind in _SIMPLE:
         return Column(name, _SIMPLE[kind], required)

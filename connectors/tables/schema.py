@@ -27,7 +27,7 @@ Metadata columns of a typed table (the prefix ``_sparkmq_`` is reserved)::
     _sparkmq_properties map<string,string> | _sparkmq_store_time timestamp[us, UTC]
 
 ``partition_by`` ``day(f)`` / ``hour(f)`` adds ``_sparkmq_day`` (date32) /
-``_sparkmq_hour`` (timestamp truncated to the hour) computed from field ``f``
+``_sparkmq_hour`` (string ``YYYY-MM-DD-HH``, UTC) computed from field ``f``
 (a timestamp or date column, or ``store_timestamp``).  Raw tables keep the
 mirror's columns (:data:`connectors.rows.MESSAGE_SCHEMA`) and its ``store_date``
 partition unless ``partition_by`` says otherwise.
@@ -93,7 +93,7 @@ def partition_column(spec: TableSpec) -> pa.Field | None:
     if transform == "day":
         return pa.field(f"{META_PREFIX}day", pa.date32())
     if transform == "hour":
-        return pa.field(f"{META_PREFIX}hour", TIMESTAMP)
+        return pa.field(f"{META_PREFIX}hour", pa.string())
     if spec.mode == "raw":
         return MESSAGE_SCHEMA.field(field)
     return next(c.arrow_field(nullable=True) for c in columns(spec) if c.name == field)

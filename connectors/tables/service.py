@@ -1,0 +1,216 @@
+"""TableTopics: the service that writes every table topic's Delta tables from the CommitLog.
+
+One writer thread, off the produce path::
+
+    CommitLog --read_dispatch_batches(min next of the enabled tables)--> route rows by topic
+        --> TopicTable.absorb (translate, buffer) --> TopicTable.flush (DLQ, then table; app txn)
+
+Each table resumes at its own committed CommitLog offset (the Delta app
+transaction of its last commit); a table enabled on a topic that already has
+messages starts at the oldest retained message (backfill).  Commits happen at
+least every ``target_lag_s / 2`` while rows arrive, or every ``batch_rows`` rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from store import DispatchBatch, MessageStore
+
+from ..errors import TableError
+from ..rows import MESSAGE_SCHEMA, batch_to_table, keep_mask
+from .replay import replay_dead_letters
+from .schema import check_evolution, validate_spec
+from .spec import TableSpec
+from .topic import TopicTable, Upkeep
+
+__all__ = ["TableTopics"]
+
+_log = logging.getLogger(__name__)
+_READ_BYTES = 8 << 20
+_READ_LIMIT = 64 << 20  # CommitLog bytes read per step before commits are considered
+_POLL_S = 0.1
+_RETRY_S = 1.0
+
+
+class TableTopics:
+    """Delta tables of the topics whose ``table.mode`` is not ``off``, written exactly once."""
+
+    def __init__(self, store: MessageStore, root_dir: str | Path, *, app_id: str = "sparkmq",
+                 upkeep: Upkeep | None = None) -> None:
+        self._store = store
+        self._root = str(root_dir)
+        self._app_id = app_id
+        self._upkeep = upkeep or Upkeep()
+        self._topics: dict[str, TopicTable] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer thread (tables configured before or after start are both served)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="sparkmq-table-topics", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Commit what is buffered and stop the thread. Safe to call twice."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=120)
+            if self._thread.is_alive():
+                _log.error("table topics thread did not stop within 120 s")
+            self._thread = None
+
+    # -- configuration ---------------------------------------------------------
+
+    def table_uri(self, topic: str) -> str:
+        return str(Path(self._root) / topic)
+
+    def dlq_uri(self, topic: str) -> str:
+        return str(Path(self._root) / f"{topic}__dlq")
+
+    def configure(self, topic: str, spec: TableSpec | None) -> None:
+        """Enable, alter (evolve in place) or disable (None or mode off) the table of ``topic``.
+
+        Raises TableSpecError for a spec that cannot make a table and SchemaChangeError for a
+        change the table cannot take; the tables are untouched then.
+        """
+        if spec is None or not spec.enabled:
+            with self._lock:
+                gone = self._topics.pop(topic, None)
+            if gone is not None:
+                with gone.lock:
+                    pass  # wait for an in-flight commit; buffered rows are read again on re-enable
+            return
+        validate_spec(spec)
+        with self._lock:
+            current = self._topics.get(topic)
+        if current is not None:
+            if current.spec != spec:
+                check_evolution(current.spec, spec)
+                current.evolve(spec)
+            return
+        table = TopicTable(topic, spec, self.table_uri(topic), self.dlq_uri(topic), self._app_id, self._upkeep)
+        table.start_at(self._store.min_phy_offset())
+        with self._lock:
+            self._topics[topic] = table
+        self._wake.set()
+
+    def specs(self) -> dict[str, TableSpec]:
+        with self._lock:
+            return {name: t.spec for name, t in self._topics.items()}
+
+    # -- observability -----------------------------------------------------------
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per enabled topic: mode, write_mode, rows, dlq_rows, committed_offset, lag_bytes, lag_seconds,
+        version, last_error."""
+        end = self._store.max_phy_offset()
+        with self._lock:
+            tables = list(self._topics.items())
+        return {name: t.status(end) for name, t in tables}
+
+    def replay_dlq(self, topic: str) -> dict[str, int]:
+        """Translate the dead letters of ``topic`` again with its current schema; rows that now fit
+        move into the table (exactly once), the rest stay with their new error."""
+        table = self._table(topic)
+        with table.lock:
+            table.flush()
+            return replay_dead_letters(table, self._store)
+
+    def _table(self, topic: str) -> TopicTable:
+        with self._lock:
+            table = self._topics.get(topic)
+        if table is None:
+            raise TableError(f"topic {topic!r} has no table; enable one with table.mode 'raw' or 'typed'")
+        return table
+
+    # -- writer thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = self._step()
+            except Exception as exc:  # noqa: BLE001 - the service must outlive any one failure
+                _log.exception("table topics step failed; retrying in %.1f s", _RETRY_S)
+                self._note_error(exc)
+                self._stop.wait(_RETRY_S)
+                continue
+            if not worked:
+                self._wake.wait(_POLL_S)
+                self._wake.clear()
+        self._close_all()
+
+    def _active(self) -> list[TopicTable]:
+        with self._lock:
+            return list(self._topics.values())
+
+    def _step(self) -> bool:
+        tables = self._active()
+        if not tables:
+            return False
+        self._flush_due(tables)
+        if any(t.full() for t in tables):
+            return False  # a commit is failing: read nothing more until it lands
+        start = min(t.next for t in tables)
+        read = 0
+        for batch in self._store.read_dispatch_batches(start, _READ_BYTES):
+            self._route(batch, tables)
+            read = batch.end_offset - start
+            if self._stop.is_set() or read >= _READ_LIMIT or any(t.full() for t in tables):
+                break
+        self._flush_due(tables)
+        return read > 0
+
+    def _flush_due(self, tables: list[TopicTable]) -> None:
+        for table in tables:
+            if table.due():
+                self._flush(table)
+
+    def _route(self, batch: DispatchBatch, tables: list[TopicTable]) -> None:
+        visible = keep_mask(batch, 0)
+        topics = np.asarray(batch.topics, dtype=object)
+        phy = np.asarray(batch.phy_offsets, dtype=np.int64)
+        for table in tables:
+            if batch.end_offset <= table.next:
+                continue
+            mask = visible & (topics == table.topic) & (phy >= table.next)
+            if mask.any():
+                sub = batch.take(np.flatnonzero(mask))
+                table.absorb(batch_to_table(sub, from_offset=0, bodies=True), batch.end_offset)
+            else:
+                table.absorb(_EMPTY, batch.end_offset)
+
+    def _flush(self, table: TopicTable) -> None:
+        try:
+            table.flush()
+        except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others
+            _log.exception("table topic %s could not commit; retrying", table.topic)
+            table.last_error = str(exc)
+
+    def _note_error(self, exc: Exception) -> None:
+        for table in self._active():
+            table.last_error = str(exc)
+
+    def _close_all(self) -> None:
+        for table in self._active():
+            try:
+                table.close()
+            except Exception:  # noqa: BLE001 - what is left is written on the next start
+                _log.exception("table topic %s could not commit its last rows; they are written on restart",
+                               table.topic)
+
+
+_EMPTY = MESSAGE_SCHEMA.empty_table()
