@@ -18,7 +18,7 @@ from .errors import (
 )
 from .message import DamagedRecord, GetResult, GetStatus, Message, PutResult, StoredMessage, SysFlag
 from .message_store import ArrivalListener, MessageStore
-from .pull import PullBatch
+from .pull import PullBatch, PullColumns
 
 __all__ = [
     "ArrivalListener",
@@ -39,6 +39,7 @@ __all__ = [
     "MessageStore",
     "MessageTooLargeError",
     "PullBatch",
+    "PullColumns",
     "PutResult",
     "StoreClosedError",
     "StoreConfig",

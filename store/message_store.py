@@ -57,7 +57,7 @@ AppendListener = Callable[[int], None]
 _NOTHING = frozenset({GetStatus.NO_QUEUE, GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE,
                       GetStatus.OFFSET_OVERFLOW})
 _SETTLE_S = 1.0
-_Page = TypeVar("_Page", GetResult, pull.PullBatch)
+_Page = TypeVar("_Page", GetResult, pull.PullBatch, pull.PullColumns | pull.PullBatch)
 
 class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
@@ -266,6 +266,12 @@ class MessageStore:
                           settle: bool = True) -> pull.PullBatch:
         """Same page as get_messages, as columns (DispatchBatch): the fast path for Arrow pulls."""
         return self._read(pull.pull_batch, topic, queue_id, offset, max_count, tags, max_bytes, settle)
+
+    def get_message_columns(self, topic: str, queue_id: int, offset: int, max_count: int = 1000,
+                            tags: frozenset[str] | None = None, max_bytes: int | None = None, *,
+                            settle: bool = True) -> pull.PullColumns | pull.PullBatch:
+        """Same page as get_message_batch, as flat buffers when it can be (see pull.pull_page)."""
+        return self._read(pull.pull_page, topic, queue_id, offset, max_count, tags, max_bytes, settle)
 
     def _read(self, read: Callable[..., _Page], topic: str, queue_id: int, offset: int, max_count: int,
               tags: frozenset[str] | None, max_bytes: int | None, settle: bool) -> _Page:

@@ -26,12 +26,14 @@ from .consume_queue import ConsumeQueue
 from .errors import CorruptRecordError, InvalidOffsetError, MessageNotFoundError
 from .dispatch import DispatchBatch
 from .message import DamagedRecord, GetResult, GetStatus, StoredMessage
-from .scanner import parse_at
+from .commitlog import _SPAN
+from .scanner import _crc_ok, _headers, parse_at  # the header checks of parse_at, without its columns
 
-__all__ = ["pull", "pull_batch", "PullBatch", "read_many", "MAX_UNITS_EXAMINED"]
+__all__ = ["pull", "pull_batch", "PullBatch", "pull_page", "PullColumns", "read_many", "MAX_UNITS_EXAMINED"]
 
 # A filtered pull stops after looking at this many units, matches or not.
 MAX_UNITS_EXAMINED = 16_384
+_HS = codec.HEADER_SIZE
 
 
 def _outside(cq: ConsumeQueue | None, offset: int) -> GetResult | None:
@@ -269,3 +271,113 @@ def _read_columns(commitlog: CommitLog, cq: ConsumeQueue, phys: np.ndarray, size
 
 def _empty() -> DispatchBatch:
     return DispatchBatch.concat([], 0)
+
+
+# -- the Arrow pull's page: flat buffers, no per-message objects ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PullColumns:
+    """A page of one queue as flat numpy columns and byte buffers (what an Arrow page is built from).
+
+    Row ``i``'s body is ``bodies[body_offsets[i]:body_offsets[i+1]]``; its properties, in the
+    codec's ``name\\x01value\\x02`` layout with TAGS and KEYS first, are ``properties[...]`` likewise.
+    """
+
+    status: GetStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    topic: str
+    queue_id: int
+    queue_offsets: np.ndarray  # int64
+    phy_offsets: np.ndarray  # int64
+    store_hosts: np.ndarray  # uint64, each record's own (a slave serves the master's)
+    born_timestamps: np.ndarray  # int64 ms
+    store_timestamps: np.ndarray  # int64 ms
+    bodies: bytes
+    body_offsets: np.ndarray  # int32, n + 1
+    properties: bytes
+    property_offsets: np.ndarray  # int32, n + 1
+    damaged: DamagedRecord | None = None  # always None: a page with damage takes the PullBatch path
+
+    def __len__(self) -> int:
+        return len(self.queue_offsets)
+
+
+def pull_page(
+    commitlog: CommitLog,
+    cq: ConsumeQueue | None,
+    offset: int,
+    max_count: int,
+    tags: frozenset[str] | None,
+    max_bytes: int | None,
+) -> PullColumns | PullBatch:
+    """Like :func:`pull_batch`; a page of whole, valid records with no tag filter comes back as
+    :class:`PullColumns`, built per page with numpy.  Anything else (a tag filter, records gone
+    or damaged, a page across segments) takes :func:`pull_batch`, which says what is wrong."""
+    if tags or cq is None or _outside(cq, offset) is not None:
+        return pull_batch(commitlog, cq, offset, max_count, tags, max_bytes)
+    lo, hi = cq.min_offset(), cq.max_offset()
+    units = _read_units(cq, offset, min(hi, offset + max(1, max_count)))
+    page = _columns_of(commitlog, cq, units, offset, max_bytes) if len(units) else None
+    if page is None:
+        return pull_batch(commitlog, cq, offset, max_count, tags, max_bytes)
+    n = len(page["queue_offsets"])
+    return PullColumns(GetStatus.FOUND, offset + n, lo, hi, cq.topic, cq.queue_id, **page)
+
+
+def _columns_of(commitlog: CommitLog, cq: ConsumeQueue, units: np.ndarray, offset: int,
+                max_bytes: int | None) -> dict | None:
+    """The columns of the records of ``units`` that lie in one read; None if any fails a check."""
+    phys, sizes = units["phy"].astype(np.int64), units["size"].astype(np.int64)
+    seg = commitlog.queue.find(int(phys[0]))
+    if seg is None:
+        return None
+    room = min(seg.start_offset + seg.wrote, int(phys[0]) + _SPAN)
+    ends = phys + sizes  # ascending: a queue's records lie in log order
+    n = int(np.searchsorted(ends, room, side="right"))
+    if max_bytes is not None:
+        n = min(n, max(1, int(np.searchsorted(np.cumsum(sizes[:n]), max_bytes, side="right"))))
+    if n == 0:
+        return None
+    lo = int(phys[0])
+    try:
+        buf = seg.read(lo - seg.start_offset, int(ends[n - 1]) - lo)
+    except ValueError:  # deleted by retention meanwhile
+        return None
+    h = _headers(buf, lo, phys[:n] - lo)
+    topic = cq.topic.encode()
+    ok = h.ok & (h.total == sizes[:n]) & (h.tlen == len(topic)) & (h.hdr["queue_id"] == cq.queue_id)
+    ok &= h.hdr["queue_offset"] == np.arange(offset, offset + n)
+    u8 = np.frombuffer(buf, np.uint8)
+    if not ok.all() or not (_spans(u8, h.t_at + 1, h.tlen[:1].repeat(n)) == np.frombuffer(topic, np.uint8)).all():
+        return None
+    if commitlog.verify_crc and not _crc_ok(buf, h).all():
+        return None
+    bodies, body_offsets = _gather(u8, h.st + _HS, h.blen)
+    props, prop_offsets = _gather(u8, h.p_at + 2, h.plen)
+    return {"queue_offsets": h.hdr["queue_offset"].astype(np.int64), "phy_offsets": phys[:n],
+            "store_hosts": h.hdr["store_host"].astype(np.uint64),
+            "born_timestamps": h.hdr["born_ts"].astype(np.int64),
+            "store_timestamps": h.hdr["store_ts"].astype(np.int64),
+            "bodies": bodies, "body_offsets": body_offsets, "properties": props, "property_offsets": prop_offsets}
+
+
+def _spans(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The equal-length byte ranges at ``starts`` as a 2-D array (one row each)."""
+    width = int(lengths[0]) if len(lengths) else 0
+    return u8[starts[:, None] + np.arange(width)]
+
+
+def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The ranges ``[start, start+length)`` back to back, and their int32 offsets (n + 1)."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    n = len(starts)
+    if n > 1 and (lengths == lengths[0]).all() and (np.diff(starts) == starts[1] - starts[0]).all():
+        view = np.lib.stride_tricks.as_strided(u8[int(starts[0]):], shape=(n, int(lengths[0])),
+                                               strides=(int(starts[1] - starts[0]), 1))
+        return view.tobytes(), offsets.astype(np.int32)  # evenly spaced: one strided copy
+    idx = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+    return u8[idx].tobytes(), offsets.astype(np.int32)

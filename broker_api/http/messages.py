@@ -25,6 +25,7 @@ from store import (
     Message,
     MessageTooLargeError,
     PullBatch,
+    PullColumns,
     PutResult,
 )
 from store.errors import FlushTimeoutError
@@ -48,6 +49,7 @@ from .wire import (
     JSON_TYPES,
     Draft,
     batch_to_arrow,
+    columns_to_arrow,
     batch_to_json,
     damaged_header,
     damaged_to_json,
@@ -256,20 +258,24 @@ def _tags(raw: str | None) -> frozenset[str] | None:
     return frozenset(t.strip() for t in raw.split("||") if t.strip())
 
 
-Page = GetResult | PullBatch  # a page as message objects or as columns
+Page = GetResult | PullBatch | PullColumns  # a page as message objects, columns or flat buffers
 
 
 async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: frozenset[str] | None,
-               arrow: bool, flt: Predicate | None = None) -> Page:
-    """One page: as columns for Arrow and big JSON pages (the store's fast path), as
-    message objects for small JSON pages (the columnar path has a fixed cost).
+               arrow: bool, flt: Predicate | None = None, flat: bool = True) -> Page:
+    """One page: as flat buffers for Arrow (built per page, see store.pull_page), as columns
+    for big JSON pages and filtered pages, as message objects for small JSON pages (the
+    columnar path has a fixed cost).
     With a property filter ``flt``, up to ``_FILTER_SCAN`` units are read and the matches kept."""
     if flt is not None:
-        page = await _get(broker, topic, qid, offset, max(n, _FILTER_SCAN), tags, arrow)
+        page = await _get(broker, topic, qid, offset, max(n, _FILTER_SCAN), tags, arrow, flat=False)
+        assert not isinstance(page, PullColumns)
         return apply_filter(page, flt, n)
     store, max_bytes = broker.store, broker.settings.limits.max_pull_bytes
     small = not arrow and (n <= _SMALL_PAGE or store.max_offset(topic, qid) - offset <= _SMALL_PAGE)
-    fetch = store.get_messages if small else store.get_message_batch
+    fetch: Any = store.get_messages if small else store.get_message_batch
+    if arrow and flat:
+        fetch = store.get_message_columns
     if n <= _INLINE_PULL_MAX or small:
         # settle=False: never block the event loop; the pull handler settles in a thread instead.
         result: Page = fetch(topic, qid, offset, n, tags, max_bytes, settle=False)
@@ -281,6 +287,8 @@ async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: 
 
 
 def _page_len(result: Page) -> int:
+    if isinstance(result, PullColumns):
+        return len(result)
     return len(result.batch) if isinstance(result, PullBatch) else len(result.messages)
 
 
@@ -352,12 +360,14 @@ async def pull(request: Request) -> Response:
     m.pull_requests.inc(status=status)
     m.pull_messages.inc(_page_len(result), topic=topic)
     m.pull_latency.observe(time.perf_counter() - started)
-    if isinstance(result, PullBatch) and arrow:
+    if isinstance(result, PullBatch | PullColumns) and arrow:
         headers = {"X-Sparkmq-Status": status, "X-Sparkmq-Next-Offset": str(result.next_offset),
                    "X-Sparkmq-Min-Offset": str(result.min_offset), "X-Sparkmq-Max-Offset": str(result.max_offset)}
         if result.damaged is not None:
             headers["X-Sparkmq-Damaged"] = damaged_header(result.damaged)
-        return Response(batch_to_arrow(result.batch), media_type=ARROW_STREAM, headers=headers)
+        body = columns_to_arrow(result) if isinstance(result, PullColumns) else batch_to_arrow(result.batch)
+        return Response(body, media_type=ARROW_STREAM, headers=headers)
+    assert not isinstance(result, PullColumns)
     messages = batch_to_json(result.batch) if isinstance(result, PullBatch) else [
         message_to_json(x) for x in result.messages]
     page = {"status": status, "messages": messages, "next_offset": result.next_offset,
