@@ -21,17 +21,25 @@ messages.
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from .codec import HEADER_DTYPE, HEADER_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, MESSAGE_MAGIC, make_msg_ids
-from .errors import InvalidMessageError, MessageTooLargeError
+from .errors import FlushTimeoutError, InvalidMessageError, MessageTooLargeError
+from .packed import PackedBodies
 
-__all__ = ["ColumnBatch", "ColumnPutResult", "prepare_columns"]
+if TYPE_CHECKING:
+    from .commitlog import CommitLog
+
+__all__ = ["ColumnBatch", "ColumnGroup", "ColumnPutResult", "prepare_columns", "put_groups"]
+
+# (queue id, bodies, one key per message or None): one queue's part of a column put
+ColumnGroup = tuple[int, "Sequence[bytes] | PackedBodies", "Sequence[str] | None"]
 
 _U16 = struct.Struct(">H")
 _FORBIDDEN = ("\x00", "\x01", "\x02", "\x03")
@@ -43,7 +51,7 @@ class ColumnBatch:
 
     topic: str
     queue_id: int
-    bodies: Sequence[bytes]
+    bodies: Sequence[bytes] | PackedBodies
     # TOPIC_LENGTH .. PROPERTIES: one shared, one per message, or n rows of equal length
     tails: bytes | list[bytes] | np.ndarray
     sizes: list[int]
@@ -72,11 +80,12 @@ class ColumnBatch:
         hdr["store_host"] = store_host
         bodies = self.bodies[lo:hi]
         if self.fixed:
-            blen = len(bodies[0])
+            blen = self.sizes[lo] - HEADER_SIZE - self._tail_len(lo)
             hdr["body_len"] = blen
             out = np.empty((n, self.sizes[0]), np.uint8)
             out[:, :HEADER_SIZE] = hdr.view(np.uint8).reshape(n, HEADER_SIZE)
-            out[:, HEADER_SIZE:HEADER_SIZE + blen] = np.frombuffer(b"".join(bodies), np.uint8).reshape(n, blen)
+            out[:, HEADER_SIZE:HEADER_SIZE + blen] = bodies.matrix() if isinstance(bodies, PackedBodies) else \
+                np.frombuffer(b"".join(bodies), np.uint8).reshape(n, blen)
             tails = self.tails
             if isinstance(tails, list):
                 tails = np.frombuffer(b"".join(tails[lo:hi]), np.uint8).reshape(n, -1)
@@ -84,13 +93,18 @@ class ColumnBatch:
                 tails = tails[lo:hi]
             out[:, HEADER_SIZE + blen:] = np.frombuffer(tails, np.uint8) if isinstance(tails, bytes) else tails
             return memoryview(out.reshape(-1).data)
-        hdr["body_len"] = list(map(len, bodies))
+        parts: Sequence[bytes | memoryview] = bodies.views() if isinstance(bodies, PackedBodies) else bodies
+        hdr["body_len"] = list(map(len, parts))
         raw = hdr.tobytes()
         heads = [raw[i:i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
         tails = self.tails
         tails_it = repeat(tails) if isinstance(tails, bytes) else (
             list(tails) if isinstance(tails, list) else [r.tobytes() for r in tails])[lo:hi]
-        return b"".join(chain.from_iterable(zip(heads, bodies, tails_it)))
+        return b"".join(chain.from_iterable(zip(heads, parts, tails_it)))
+
+    def _tail_len(self, i: int) -> int:
+        tails = self.tails
+        return len(tails) if isinstance(tails, bytes) else len(tails[i])
 
 
 @dataclass(slots=True)
@@ -157,11 +171,12 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[b
     return rows, lens
 
 
-def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes], *, keys: Sequence[str] | None = None,
+def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *, keys: Sequence[str] | None = None,
                     tags: str | None = None, born_ts: int, born_host: int, max_size: int) -> ColumnBatch:
     """Validate and pre-encode a column batch; raises before anything is written.
 
     ``keys`` holds one key per message (or None); ``tags`` applies to every message.
+    ``bodies`` may be packed (one buffer and offsets, see :mod:`.packed`): no object per body.
     """
     n = len(bodies)
     if not n:
@@ -171,7 +186,7 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes], *, keys:
     if not 0 <= queue_id < 1 << 31:
         raise InvalidMessageError(f"queue id {queue_id} is out of range")
     tails, key_lens = _tails(_topic_head(topic), tags, keys)
-    blens = np.fromiter(map(len, bodies), np.int64, n)
+    blens = bodies.lengths() if isinstance(bodies, PackedBodies) else np.fromiter(map(len, bodies), np.int64, n)
     if isinstance(tails, bytes):
         sizes_a = blens + (HEADER_SIZE + len(tails))
     else:
@@ -180,6 +195,23 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes], *, keys:
     if top > max_size:
         i = int(np.argmax(sizes_a > max_size))
         raise MessageTooLargeError(f"message {i} encodes to {int(sizes_a[i])} bytes; the limit is {max_size} bytes")
-    crcs = np.fromiter(map(zlib.crc32, bodies), np.uint32, n)
+    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(zlib.crc32, bodies), np.uint32, n)
     fixed = int(sizes_a.min()) == top and int(blens.min()) == int(blens.max())
     return ColumnBatch(topic, queue_id, bodies, tails, sizes_a.tolist(), crcs, born_ts, born_host, fixed)
+
+
+def put_groups(commitlog: CommitLog, wait_for: Callable[[int], None], topic: str, groups: Sequence[ColumnGroup],
+               tags: str | None, born_host: int, max_size: int) -> list[ColumnPutResult]:
+    """Prepare every group (raising before anything is written), append each, then wait for the flush."""
+    born = int(time.time() * 1000)
+    batches = [prepare_columns(topic, qid, bodies, keys=keys, tags=tags, born_ts=born, born_host=born_host,
+                               max_size=max_size) for qid, bodies, keys in groups]
+    done = [(b, commitlog.append(b)) for b in batches]
+    results = [ColumnPutResult(topic, b.queue_id, r.phy_offsets, r.queue_offsets[0], b.sizes, r.store_timestamp,
+                               commitlog.store_host) for b, r in done]
+    try:
+        wait_for(max(r.end_offset for _, r in done))
+    except FlushTimeoutError as exc:  # stored, not confirmed on disk in time
+        exc.results = results
+        raise
+    return results

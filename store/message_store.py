@@ -29,7 +29,8 @@ from typing import Sequence, TypeVar
 
 from . import codec, pull
 from .checkpoint import StoreCheckpoint
-from .columns import ColumnPutResult, prepare_columns
+from .columns import ColumnGroup, ColumnPutResult, put_groups
+from .packed import PackedBodies
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consume_queue_store import ConsumeQueueStore
@@ -175,12 +176,10 @@ class MessageStore:
     # -- write -----------------------------------------------------------
     def put_messages(self, messages: list[Message]) -> list[PutResult]:
         """Append a batch atomically; with SYNC flush, returns once it is on disk."""
-        self._check_running()
         if not messages:
+            self._check_running()
             return []
-        if self._retention.disk_full:
-            raise DiskFullError(f"disk use {self._retention.last_ratio:.0%} passed the hard limit "
-                                f"{self.config.disk_hard_limit_ratio:.0%}; free space or lower retention")
+        self._check_writable()
         batch = codec.prepare_batch(messages, int(time.time() * 1000), self._born_host, self.max_message_bytes)
         res = self.commitlog.append(batch)
         ids = codec.make_msg_ids(self.commitlog.store_host, res.phy_offsets)
@@ -194,21 +193,26 @@ class MessageStore:
             raise
         return results
 
-    def put_columns(self, topic: str, queue_id: int, bodies: Sequence[bytes], *, keys: Sequence[str] | None = None,
-                    tags: str | None = None) -> ColumnPutResult:
+    def put_columns(self, topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
+                    keys: Sequence[str] | None = None, tags: str | None = None) -> ColumnPutResult:
         """Append messages of one topic and queue given as columns (see :mod:`store.columns`):
         one body per message, optional one key per message, one tag for all.  Atomic; with
         SYNC flush, returns once it is on disk."""
+        return self.put_column_groups(topic, [(queue_id, bodies, keys)], tags)[0]
+
+    def put_column_groups(self, topic: str, groups: Sequence[ColumnGroup], tags: str | None = None,
+                          ) -> list[ColumnPutResult]:
+        """``put_columns`` for several queues of a topic: every group is validated before any is
+        written.  A SYNC flush timeout carries the results (FlushTimeoutError.results)."""
+        self._check_writable()
+        return put_groups(self.commitlog, self._flusher.wait_for, topic, groups, tags, self._born_host,
+                          self.max_message_bytes)
+
+    def _check_writable(self) -> None:
         self._check_running()
         if self._retention.disk_full:
             raise DiskFullError(f"disk use {self._retention.last_ratio:.0%} passed the hard limit "
                                 f"{self.config.disk_hard_limit_ratio:.0%}; free space or lower retention")
-        batch = prepare_columns(topic, queue_id, bodies, keys=keys, tags=tags, born_ts=int(time.time() * 1000),
-                                born_host=self._born_host, max_size=self.max_message_bytes)
-        res = self.commitlog.append(batch)
-        self._flusher.wait_for(res.end_offset)
-        return ColumnPutResult(topic, queue_id, res.phy_offsets, res.queue_offsets[0], batch.sizes,
-                               res.store_timestamp, self.commitlog.store_host)
 
     def append_replicated(self, phy_offset: int, data: bytes) -> int:
         """Slave: write raw CommitLog bytes from the master at the same physical offset.

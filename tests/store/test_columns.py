@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from store import InvalidMessageError, Message, MessageStore, MessageTooLargeError
 from store.codec import HEADER_DTYPE, HEADER_SIZE
+from store.packed import PackedBodies
 
 _TIMES = ("born_ts", "store_ts")
 
@@ -84,4 +85,34 @@ def test_columns_refuse_bad_input_and_write_nothing(open_store: Callable[..., Me
         store.put_columns("", 0, [b"a"])
     with pytest.raises(MessageTooLargeError):
         store.put_columns("t", 0, [b"a", b"z" * (store.max_message_bytes + 1)])
+    assert store.commitlog.max_offset() == before
+
+
+
+@pytest.mark.parametrize("shape", ["equal", "mixed-with-keys", "equal-with-keys"])
+def test_packed_bodies_write_the_bytes_a_list_writes(open_store: Callable[..., MessageStore], tmp_path_factory,
+                                                     shape: str) -> None:
+    """Bodies given as one buffer and offsets (the Arrow layout) store exactly what a list of bytes does."""
+    bodies = [bytes([65 + i % 26]) * 40 for i in range(300)] if shape.startswith("equal") else \
+        [b"m" * (i % 7) + b"!" for i in range(300)]
+    keys = [f"k{i:03d}" for i in range(300)] if shape.endswith("keys") else None
+    a = open_store(tmp_path_factory.mktemp("a"), flush_mode="async")
+    b = open_store(tmp_path_factory.mktemp("b"), flush_mode="async")
+    packed = PackedBodies.from_bytes([b"skipped"] + bodies)[1:301]
+    for _ in range(3):  # segments roll (64 KiB)
+        a.put_columns("t", 1, bodies, keys=keys, tags="T")
+        b.put_columns("t", 1, packed, keys=keys, tags="T")
+    assert _records(a) == _records(b)
+
+
+def test_column_groups_land_in_their_queues_or_none_do(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store()
+    packed = PackedBodies.from_bytes([b"a%d" % i for i in range(10)])
+    rows = [np.arange(0, 10, 2), np.arange(1, 10, 2)]
+    res = store.put_column_groups("t", [(q, packed.take(r), None) for q, r in enumerate(rows)], tags="x")
+    assert [len(r) for r in res] == [5, 5] and [r.queue_id for r in res] == [0, 1]
+    assert [m.body for m in store.get_messages("t", 1, 0, 10).messages] == [b"a1", b"a3", b"a5", b"a7", b"a9"]
+    before = store.commitlog.max_offset()
+    with pytest.raises(InvalidMessageError):  # the second group is bad: the first is not written either
+        store.put_column_groups("t", [(0, packed, None), (1, packed, ["k"] * 9 + ["bad\x01"])])
     assert store.commitlog.max_offset() == before
