@@ -56,9 +56,8 @@ export function mirrorView(m) {
   ]);
 }
 
-export async function render(root, subtitle) {
+export async function render(root) {
   const b = await api("/v1/broker");
-  if (subtitle) subtitle.textContent = `${b.name} · ${b.role} · ${b.cluster}`;
   root.append(
     section("Broker", identity(b)),
     section("Store", store(b.store)),

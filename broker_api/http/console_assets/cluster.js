@@ -15,9 +15,13 @@ function brokerRows(brokers) {
     b.registrations]);
 }
 
-async function clusterView(root, subtitle) {
+async function identify() {
   const c = await api("/v1/cluster");
-  subtitle.textContent = `NameServer · ${Object.keys(c.clusters).length} cluster(s) · ${c.brokers.length} live broker(s)`;
+  return `NameServer · ${Object.keys(c.clusters).length} cluster(s) · ${c.brokers.length} live broker(s)`;
+}
+
+async function clusterView(root) {
+  const c = await api("/v1/cluster");
   const clusters = table(["Cluster", "Broker names"],
     Object.entries(c.clusters).map(([name, brokers]) => [name, brokers.join(", ")]), "no broker registered yet");
   const brokers = table(["Cluster", "Broker", "Id", "Role", "Address (its console)", "HA address", "Last heartbeat",
@@ -42,4 +46,4 @@ async function topicsView(root) {
 startConsole("sparkmq NameServer", {
   cluster: { title: "Cluster", render: clusterView },
   routes: { title: "Topics", render: topicsView },
-});
+}, identify);

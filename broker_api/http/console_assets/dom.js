@@ -42,7 +42,7 @@ export function fmtBytes(n) {
   let value = Number(n);
   let i = 0;
   while (Math.abs(value) >= 1024 && i < units.length - 1) { value /= 1024; i += 1; }
-  return `${i === 0 ? value : value.toFixed(1)} ${units[i]}`;
+  return `${i === 0 && Number.isInteger(value) ? value : value.toFixed(1)} ${units[i]}`;
 }
 
 export function fmtNum(n, digits = 0) {

@@ -1,5 +1,6 @@
 // The broker's console (/console on a broker).
 
+import { api } from "./api.js";
 import { startConsole } from "./shell.js";
 import * as broker from "./broker.js";
 import * as groups from "./groups.js";
@@ -15,4 +16,7 @@ startConsole("sparkmq broker", {
   groups: { title: "Groups", render: groups.render },
   rates: { title: "Rates", render: rates.render },
   produce: { title: "Produce", render: produce.render },
+}, async () => {
+  const b = await api("/v1/broker");
+  return `${b.name} · ${b.role} · ${b.cluster}`;
 });

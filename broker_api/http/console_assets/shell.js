@@ -14,7 +14,8 @@ function tokenBox(onChange) {
 }
 
 // `views`: {hash: {title, render(root) -> optional cleanup}}; the first is the default.
-export function startConsole(title, views) {
+// `identify()` names the server in the header (any error leaves it blank: the view shows errors).
+export function startConsole(title, views, identify = async () => "") {
   const names = Object.keys(views);
   const main = h("main", { id: "view" });
   const nav = h("nav", {}, names.map((n) => h("a", { href: `#${n}`, "data-view": n }, views[n].title)));
@@ -29,10 +30,11 @@ export function startConsole(title, views) {
     generation += 1;
     const mine = generation;
     nav.querySelectorAll("a").forEach((a) => a.classList.toggle("active", a.dataset.view === name));
-    const root = h("div", { "data-loaded": "false" });
+    const root = h("div", { "data-loaded": "false", "data-view": name });
     main.replaceChildren(root);
+    identify().then((text) => { if (text) subtitle.textContent = text; }, () => {});
     try {
-      const done = await views[name].render(root, subtitle);
+      const done = await views[name].render(root);
       if (mine === generation) cleanup = typeof done === "function" ? done : null;
       else if (typeof done === "function") done();
     } catch (err) {
