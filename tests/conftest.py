@@ -1,12 +1,14 @@
 """Fixtures shared by the whole suite.
 
-* ``spark``: one SparkSession (local[2]) for the whole test session; workers
-  run the interpreter that runs the tests.
+* ``spark``: one SparkSession (local[2]) for the whole test session, with
+  delta-spark's jars (``connectors.spark_view.with_delta``; Ivy caches them
+  in ``~/.cache/sparkmq/ivy``); workers run the interpreter that runs the tests.
 * ``free_port``: a free TCP port on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -32,24 +34,38 @@ def free_port() -> int:
     return _free_port()
 
 
+def _ivy_dir() -> Path:
+    """Ivy's cache for the suite's Spark packages: under the user's cache dir, kept between runs."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "sparkmq" / "ivy"
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local[2] session with delta-spark's jars (downloaded by Ivy once per machine)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from connectors.spark_view import with_delta
+
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("sparkmq-tests")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "2")  # Delta's log replay: 2 tasks, not 50
         .config("spark.ui.enabled", "false")
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
     )
+    ivy = _ivy_dir()
+    ivy.mkdir(parents=True, exist_ok=True)
+    with open(ivy / ".lock", "w") as lock:  # test runs started together must not download into one cache at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = with_delta(builder, ivy_dir=ivy).getOrCreate()
     try:
         yield session
     finally:

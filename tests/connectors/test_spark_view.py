@@ -1,4 +1,4 @@
-"""spark.sql over the registered mirror view matches the embedded engine (no delta-spark jars)."""
+"""spark.sql over the registered mirror view matches the embedded engine, with delta-spark and without."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 
 from connectors import ConnectorError, register_spark_view, run_sql
 from connectors.rows import batch_to_table
-from connectors.spark_view import delta_jars_loadable
 from connectors.table import MirrorTable
 
 from .batches import make_batch
@@ -47,9 +46,9 @@ def _normal(v: Any) -> Any:
     return v
 
 
-def test_spark_sql_over_the_snapshot_view_matches_the_embedded_engine(spark: Any, table_uri: str) -> None:
-    assert not delta_jars_loadable(spark)  # this machine has no delta-spark jars: the snapshot path runs
-    register_spark_view(spark, table_uri, "mirror_view")
+@pytest.mark.parametrize("mode", ["delta", "snapshot"])
+def test_spark_sql_over_the_view_matches_the_embedded_engine(spark: Any, table_uri: str, mode: str) -> None:
+    assert register_spark_view(spark, table_uri, "mirror_view", mode=mode) == mode
     sql = ("SELECT store_date, topic, count(*) AS n, min(store_timestamp) AS first "
            "FROM {t} GROUP BY store_date, topic ORDER BY store_date, topic")
     want = [tuple(_normal(v) for v in r.values())
@@ -64,6 +63,24 @@ def test_spark_sql_over_the_snapshot_view_matches_the_embedded_engine(spark: Any
     assert got_rows == want_rows and len(got_rows) == 150
 
 
-def test_format_delta_without_the_jars_is_a_clear_error(spark: Any, table_uri: str) -> None:
-    with pytest.raises(ConnectorError, match="format\\('delta'\\)"):
-        register_spark_view(spark, table_uri, "nope", mode="delta")
+def test_auto_mode_uses_delta_when_the_session_has_the_jars(spark: Any, table_uri: str) -> None:
+    assert register_spark_view(spark, table_uri, "auto_view") == "delta"
+    assert spark.sql("SELECT count(*) FROM auto_view").first()[0] == 150
+
+
+def test_a_past_version_on_both_paths(spark: Any, table_uri: str) -> None:
+    # version 0 creates the table, 1..6 are the six appends (25 rows each), 7 compacts (same rows)
+    for mode in ("delta", "snapshot"):
+        register_spark_view(spark, table_uri, "v1_view", mode=mode, version=2)
+        assert spark.sql("SELECT count(*) FROM v1_view").first()[0] == 50, mode
+        register_spark_view(spark, table_uri, "latest_view", mode=mode)
+        assert spark.sql("SELECT count(*) FROM latest_view").first()[0] == 150, mode
+
+
+def test_bad_arguments_are_clear_errors(spark: Any, table_uri: str) -> None:
+    with pytest.raises(ConnectorError, match="mode must be one of"):
+        register_spark_view(spark, table_uri, "nope", mode="live")
+    with pytest.raises(ConnectorError, match="version must be >= 0"):
+        register_spark_view(spark, table_uri, "nope", version=-1)
+    with pytest.raises(ConnectorError, match="cannot read Delta table"):
+        register_spark_view(spark, table_uri + "-missing", "nope", mode="snapshot")
