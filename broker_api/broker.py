@@ -3,10 +3,10 @@
 Start-up, as in the seeds: load metadata (consumer offsets, subscription
 groups, topics) -> open and recover the store -> reconcile topics with the
 store -> recover transactions -> start services (write pool, arrival
-listener for long polling, Delta mirror) -> periodic jobs (persist offsets,
+listener for long polling, Delta mirror, table topics) -> periodic jobs (persist offsets,
 log store stats, expire transactions, slow-consumer protection).
 ``stop()`` reverses it: release parked pulls, stop jobs and writers, stop the
-mirror, persist offsets and transactions, shut the store down cleanly.
+mirror and the table topics, persist offsets and transactions, shut the store down cleanly.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .replication import Replication
 from .settings import BrokerSettings
 from .client.auth import http_options
 from .slave_sync import SlaveSyncService
+from .tables import TableManager
 from .tasks import PeriodicService
 from .topics import TopicManager
 from .transactions import HALF_TOPIC, TransactionService
@@ -65,6 +66,8 @@ class Broker:
         self.pop = PopService(self.store, self.topics, self.groups, settings.pop, self.delay.levels_ms,
                               lambda m, level: self.delay.transform(m, delay_level=level))
         self.replication = Replication(settings, self.store)
+        # table topics: a Delta table per topic with table mode raw/typed (tables.py); masters write them
+        self.tables = TableManager(settings, self.store, self.topics, self.replication.is_slave)
         self.slave_sync: SlaveSyncService | None = None
         self.periodic = PeriodicService()
         self.waiters: PullWaiters | None = None
@@ -97,6 +100,7 @@ class Broker:
         self.gate.start(loop)
         self._start_replication(loop)
         self.mirror = self._start_mirror()
+        self.tables.start()
         self._schedule()
         self.periodic.start()
         self.ready = True
@@ -135,6 +139,7 @@ class Broker:
         self.gate.stop()
         if self.mirror is not None:
             self.mirror.stop()
+        self.tables.stop()
         self.delay.stop()
         self.checkback.stop()
         self.transactions.stop()

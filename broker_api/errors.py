@@ -2,7 +2,7 @@
 
 Every error answer has the body ``{"error": "<code>", "message": "<what was
 wrong and what to do>"}``.  :data:`ERROR_TABLE` maps exception classes (the
-broker's own and the store's) to a status and a code;
+broker's own, the store's and the table topics') to a status and a code;
 :func:`broker_api.http.errors.install_handlers` registers one handler that
 walks an exception's MRO through the table.  This module imports no web
 framework, so the Python client shares it.
@@ -11,6 +11,7 @@ framework, so the Python client shares it.
 from __future__ import annotations
 
 import store
+from connectors.errors import SchemaChangeError, TableError, TableSpecError
 
 __all__ = [
     "BrokerError",
@@ -37,6 +38,8 @@ __all__ = [
     "TransactionStateError",
     "BrokerBusyError",
     "NotReadyError",
+    "TablesDisabledError",
+    "TableNotFoundError",
     "ERROR_TABLE",
     "ErrorTable",
 ]
@@ -154,6 +157,14 @@ class NotReadyError(BrokerError):
     """Raised when the broker is starting or stopping and cannot serve yet."""
 
 
+class TableNotFoundError(BrokerError):
+    """Raised when a table action names a topic whose table mode is off."""
+
+
+class TablesDisabledError(BrokerError):
+    """Raised when a table is enabled or replayed on a broker that writes none ([tables] enabled = false)."""
+
+
 # class -> (HTTP status, error code).  Looked up along the exception's MRO,
 # so the most specific entry wins.
 ERROR_TABLE: ErrorTable = {
@@ -179,7 +190,13 @@ ERROR_TABLE: ErrorTable = {
     TransactionStateError: (409, "transaction_conflict"),
     BrokerBusyError: (503, "broker_busy"),
     NotReadyError: (503, "not_ready"),
+    TablesDisabledError: (503, "tables_disabled"),
+    TableNotFoundError: (404, "table_not_found"),
     BrokerError: (500, "broker_error"),
+    # table topics (connectors.tables): bad settings, a refused schema change, a failing table
+    TableSpecError: (400, "bad_table"),
+    SchemaChangeError: (409, "schema_change_refused"),
+    TableError: (500, "table_error"),
     store.MessageTooLargeError: (413, "message_too_large"),
     store.InvalidMessageError: (400, "bad_message"),
     store.InvalidOffsetError: (400, "bad_offset"),

@@ -32,7 +32,7 @@ from store import HAConfig, StoreConfig
 from .auth.config import AuthSection, TlsSection
 from .namesrv.wire import parse_namesrv_addrs
 from .pop_config import PopSection
-from .settings_sections import DelaySection, HASection, TransactionsSection
+from .settings_sections import DelaySection, HASection, TablesSection, TransactionsSection
 from .toml_settings import TomlSettings
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "PopSection",
     "DelaySection",
     "HASection",
+    "TablesSection",
     "AuthSection",
     "TlsSection",
     "MirrorSection",
@@ -245,6 +246,7 @@ class BrokerSettings(TomlSettings):
     auth: AuthSection = AuthSection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
+    tables: TablesSection = TablesSection()
 
     @property
     def data_path(self) -> Path:
@@ -308,6 +310,11 @@ class BrokerSettings(TomlSettings):
     def store_host(self, port: int) -> str:
         """``ip:port`` that message ids carry: [store] store_host, else the advertised address and ``port``."""
         return self.store.store_host or f"{self.advertised_host()}:{port}"
+
+    @property
+    def tables_path(self) -> Path:
+        """Where table topics' Delta tables live (``[tables] root_dir``, else ``<data_dir>/tables``)."""
+        return Path(self.tables.root_dir) if self.tables.root_dir else self.data_path / "tables"
 
     def mirror_values(self) -> dict[str, Any]:
         """MirrorConfig keyword arguments, with the empty defaults filled in."""

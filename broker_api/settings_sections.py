@@ -1,4 +1,4 @@
-"""Settings sections kept out of ``settings.py`` to keep it small: ``[transactions]``, ``[delay]``, ``[ha]``.
+"""Settings sections kept out of ``settings.py`` to keep it small: ``[transactions]``, ``[delay]``, ``[ha]``, ``[tables]``.
 
 ``broker_api.settings`` re-exports every one of them; import them from there.
 """
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from store.schedule import parse_levels
 
-__all__ = ["TransactionsSection", "DelaySection", "HASection", "HARole"]
+__all__ = ["TransactionsSection", "DelaySection", "HASection", "HARole", "TablesSection"]
 
 
 class _Section(BaseModel):
@@ -108,3 +108,15 @@ class HASection(_Section):
         "Slave: first wait before reconnecting to the master; doubles up to reconnect_max_s."))
     reconnect_max_s: float = Field(default=5.0, gt=0, description=(
         "Slave: longest wait between reconnects (RocketMQ: 5 s)."))
+
+
+class TablesSection(_Section):
+    """Table topics: a Delta table per topic whose `table.mode` is not off (`connectors.tables`)."""
+
+    enabled: bool = Field(default=True, description=(
+        "Write the Delta table of every topic whose `table.mode` is raw or typed (masters only; a slave keeps "
+        "the settings and writes none). false: such topics keep their settings, nothing is written, and "
+        "enabling a table is answered 503 tables_disabled."))
+    root_dir: str = Field(default="", description=(
+        'Directory of the table topics\' Delta tables (`<topic>` and `<topic>__dlq` under it); '
+        '"" = `<data_dir>/tables`.'))

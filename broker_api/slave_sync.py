@@ -1,6 +1,6 @@
 """SlaveSyncService: a slave copies its master's metadata (RocketMQ's SlaveSynchronize).
 
-Topics, consumer-group offsets, subscription groups and delay progress are not part of the
+Topics (with their table settings), consumer-group offsets, subscription groups and delay progress are not part of the
 CommitLog stream; every ``[ha] metadata_sync_interval_s`` the slave asks the
 master's ``GET /v1/admin/metadata`` and takes the answer as it is (no reverse
 sync: offsets committed on a slave do not exist, it refuses commits).  A sync
@@ -114,7 +114,8 @@ class SlaveSyncService:
         return True
 
     def _apply(self, body: dict[str, Any]) -> None:
-        topics = [TopicConfig(t["name"], int(t["queues"]), str(t["perm"])) for t in body["topics"]]
+        # with each topic's table settings (a slave keeps them for failover and shows them; it writes no table)
+        topics = [TopicConfig.from_json(t) for t in body["topics"]]
         # The master reads its max offset before its topics: a topic with bytes below that offset
         # is in the answer.  A slave already holding more may hold a topic created since, so
         # nothing is dropped this round.

@@ -1,6 +1,9 @@
-"""Topic metadata (RocketMQ's TopicConfigManager): names, queue counts, permissions.
+"""Topic metadata (RocketMQ's TopicConfigManager): names, queue counts, permissions, table settings.
 
-Persisted atomically to ``<data>/config/topics.json``.  Internal topics
+Persisted atomically to ``<data>/config/topics.json``, one object per topic:
+``{"name", "queues", "perm"}`` plus ``"table"`` (a :class:`connectors.tables.TableSpec`
+as JSON) for a topic with a Delta table of its own; a file without it (written
+before table topics existed) loads as table mode ``off``.  Internal topics
 (prefix ``RMQ_SYS_``) hold broker state such as transaction half messages;
 they never appear in listings and clients cannot produce to or pull from them.
 """
@@ -10,9 +13,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from connectors.tables.spec import TableSpec
 from store import MessageStore
 from store.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
 
@@ -58,11 +63,25 @@ def validate_topic_name(name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
-    """One topic: how many queues and whether it may be read/written."""
+    """One topic: how many queues, whether it may be read/written, and its table settings."""
 
     name: str
     queues: int
     perm: str = "rw"
+    table: TableSpec = field(default_factory=TableSpec)
+
+    def to_json(self) -> dict[str, Any]:
+        """As persisted and synced to slaves (``table`` only when the topic has one)."""
+        out: dict[str, Any] = {"name": self.name, "queues": self.queues, "perm": self.perm}
+        if self.table.enabled:
+            out["table"] = self.table.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TopicConfig:
+        """Read :meth:`to_json`'s shape; a missing ``table`` is mode off (raises TableSpecError if malformed)."""
+        table = TableSpec.from_json(obj["table"]) if obj.get("table") is not None else TableSpec()
+        return cls(str(obj["name"]), int(obj["queues"]), str(obj.get("perm", "rw")), table)
 
     @property
     def readable(self) -> bool:
@@ -102,7 +121,7 @@ class TopicManager:
     def load(self, store: MessageStore) -> None:
         """Read topics.json and add topics the store has data for but the file lacks."""
         raw = read_json(self._path, {})
-        self._topics = {name: TopicConfig(**cfg) for name, cfg in raw.items()}
+        self._topics = {name: TopicConfig.from_json({**cfg, "name": name}) for name, cfg in raw.items()}
         self.adopt_store_topics(store, notify=False)
 
     def adopt_store_topics(self, store: MessageStore, notify: bool = True) -> bool:
@@ -138,7 +157,7 @@ class TopicManager:
         return True
 
     def _save(self) -> None:
-        write_json_atomic(self._path, {n: asdict(c) for n, c in sorted(self._topics.items())})
+        write_json_atomic(self._path, {n: c.to_json() for n, c in sorted(self._topics.items())})
 
     def exists(self, name: str) -> bool:
         return name in self._topics
@@ -175,10 +194,19 @@ class TopicManager:
             raise PermissionDeniedError(f"topic {name!r} has perm {cfg.perm!r} and cannot be read")
         return cfg
 
-    def create(self, name: str, queues: int, perm: str = "rw", *, exist_ok: bool = False) -> TopicConfig:
+    def create(self, name: str, queues: int, perm: str = "rw", *, exist_ok: bool = False,
+               table: TableSpec | None = None) -> TopicConfig:
         """Create a client topic; an identical existing one is returned when ``exist_ok``."""
         validate_topic_name(name)
-        return self._create(TopicConfig(name, queues, perm), exist_ok)
+        return self._create(TopicConfig(name, queues, perm, table or TableSpec()), exist_ok)
+
+    def set_table(self, name: str, table: TableSpec) -> TopicConfig:
+        """Replace the table settings of client topic ``name`` (checked by the caller) and persist."""
+        with self._lock:
+            cfg = replace(self.get(name), table=table)
+            self._topics[name] = cfg
+            self._save()
+        return cfg
 
     def ensure_system(self, name: str, queues: int = 1) -> TopicConfig:
         """Create (once) an internal topic used by the broker itself."""
@@ -196,9 +224,10 @@ class TopicManager:
             if old is not None:
                 if old == cfg and exist_ok:
                     return old
+                table = f", table mode {old.table.mode!r}" if old.table != cfg.table else ""
                 raise TopicExistsError(
-                    f"topic {cfg.name!r} already exists with {old.queues} queues and perm {old.perm!r}; "
-                    "delete it first or use it as is"
+                    f"topic {cfg.name!r} already exists with {old.queues} queues and perm {old.perm!r}{table}; "
+                    f"delete it first, use it as is, or change its table with PUT /v1/topics/{cfg.name}"
                 )
             self._topics[cfg.name] = cfg
             self._save()

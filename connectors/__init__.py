@@ -1,4 +1,4 @@
-"""sparkmq connectors: the Delta Lake mirror of the CommitLog and SQL over it."""
+"""sparkmq connectors: the Delta Lake mirror of the CommitLog, table topics, SQL and Spark views over them."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from .config import MirrorConfig
 from .errors import ConnectorError, MirrorError, SqlError, SqlTimeoutError
 from .mirror import DeltaMirror
 from .rows import MESSAGE_SCHEMA
+from .spark_tables import register_table_topics, table_changes, table_locations
 from .spark_view import register_spark_view
 from .sql import TABLE_NAME, is_truncated, run_sql
 
@@ -20,5 +21,8 @@ __all__ = [
     "TABLE_NAME",
     "is_truncated",
     "register_spark_view",
+    "register_table_topics",
     "run_sql",
+    "table_changes",
+    "table_locations",
 ]

@@ -5,7 +5,8 @@
                   [--broker-role async_master|sync_master|slave] [--ha-port P]
                   [--ha-master-addr H:P] [--master-url URL]
     sparkmq namesrv [--host H] [--port P] [--config F]
-    sparkmq topic create|list|describe|delete ...        (cli/topic.py)
+    sparkmq topic create|alter|list|describe|delete ...  (cli/topic.py; --table-* options: cli/table.py)
+    sparkmq table status [TOPIC]; sparkmq table replay-dlq TOPIC   (cli/table.py: table topics)
     sparkmq produce TOPIC [BODY ...] [--file PATH]       (cli/produce.py; stdin lines when no body)
     sparkmq consume TOPIC [--group G] [--follow] [--filter SQL]   (cli/consume.py)
     sparkmq pop TOPIC --group G; sparkmq ack --group G RECEIPT...; sparkmq dlq GROUP   (cli/pop.py)
@@ -41,6 +42,7 @@ from .groups import groups, offsets
 from .produce import produce
 from .sql import sql_command
 from .store import store_app
+from .table import table_app
 from .topic import topic_app
 from .namesrv import namesrv_command
 from .pop import ack_command, dlq_command, pop_command
@@ -149,6 +151,7 @@ app.add_typer(topic_app, name="topic")
 app.add_typer(user_app, name="user")
 app.add_typer(acl_app, name="acl")
 app.add_typer(store_app, name="store")
+app.add_typer(table_app, name="table")
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("pop")(pop_command)

@@ -1,7 +1,9 @@
-"""``sparkmq sql "SELECT ..."``: the embedded SQL engine over the mirror, from the shell.
+"""``sparkmq sql "SELECT ..."``: the embedded SQL engine over the mirror and the table topics, from the shell.
 
-Reads the Delta table on disk directly (no broker needed): the table is
-``[mirror] table_uri`` from the settings, by default ``<data dir>/delta/messages``.
+Reads the Delta tables on disk directly (no broker needed): ``messages`` is
+``[mirror] table_uri`` from the settings, by default ``<data dir>/delta/messages``;
+each topic with a table (``config/topics.json``) is its name, its dead letters
+``<topic>__dlq``, under ``[tables] root_dir`` (by default ``<data dir>/tables``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pydantic import ValidationError
 
 
 from .common import fail, note, print_table, validation_summary
-from ..settings import load_settings
+from ..jsonfile import read_json
+from ..settings import BrokerSettings, load_settings
+from ..topics import TopicConfig
 
 __all__ = ["sql_command"]
 
@@ -25,7 +29,7 @@ _FORMATS = ("table", "csv", "json")
 
 
 def sql_command(
-    sql: Annotated[str, typer.Argument(help="One read-only statement; the mirror table is `messages`.")],
+    sql: Annotated[str, typer.Argument(help="One read-only statement over `messages` and the table topics.")],
     data_dir: Annotated[str | None, typer.Option("--data-dir", help="Broker data directory (default: ./data).")] = None,
     config: Annotated[str | None, typer.Option(help="TOML settings file (default: ./conf/broker.toml).")] = None,
     output: Annotated[str, typer.Option("--format", "-f", help="table | csv | json.")] = "table",
@@ -33,17 +37,20 @@ def sql_command(
     max_rows: Annotated[int | None, typer.Option(
         "--max-rows", help="Row limit (default: the mirror's sql_max_rows setting).")] = None,
 ) -> None:
-    """Run SQL over the Delta mirror (no broker needed).
+    """Run SQL over the Delta mirror and the table topics (no broker needed).
 
     One read-only statement over the table `messages` (columns topic,
-    queue_id, queue_offset, msg_id, keys, tags, properties, body, ...), read
-    from the broker's data directory on disk.
+    queue_id, queue_offset, msg_id, keys, tags, properties, body, ...), each
+    table topic by its name and its dead letters as <topic>__dlq, read from
+    the broker's data directory on disk.
 
     Examples:
 
       sparkmq sql "SELECT topic, count(*) AS n FROM messages GROUP BY topic"
 
       sparkmq sql "SELECT body FROM messages WHERE topic = 'orders' LIMIT 5" --format csv
+
+      sparkmq sql "SELECT region, sum(amount) FROM orders GROUP BY region"
     """
     if as_json:
         output = "json"
@@ -57,18 +64,31 @@ def sql_command(
         fail(f"invalid settings: {validation_summary(exc)}")
     values = settings.mirror_values()
     limit = values["sql_max_rows"] if max_rows is None else max_rows
-    if values["table_uri"] and "://" not in values["table_uri"] and not Path(values["table_uri"]).exists():
-        fail(f"no mirror table at {values['table_uri']}; run a broker with the mirror on, or pass --data-dir")
+    mirror: str | None = values["table_uri"]
+    tables = _table_topics(settings)
+    if mirror and "://" not in mirror and not Path(mirror).exists():
+        if not tables:
+            fail(f"no mirror table at {mirror} and no table topic; run a broker with the mirror on, or pass --data-dir")
+        mirror = None
     from connectors import SqlError, is_truncated, run_sql  # the SQL engine loads only when used
     from connectors.jsonrows import table_rows
 
     try:
-        table = run_sql(values["table_uri"], sql, max_rows=limit, timeout_s=values["sql_timeout_s"])
+        table = run_sql(mirror, sql, max_rows=limit, timeout_s=values["sql_timeout_s"], tables=tables)
     except SqlError as exc:
         fail(str(exc))
     columns, rows = table_rows(table)
     truncated = is_truncated(table)
     _print(output, columns, rows, truncated)
+
+
+def _table_topics(settings: BrokerSettings) -> dict[str, str]:
+    """SQL name -> table of every topic with a table in the data directory's topics.json (as the broker names them)."""
+    root, out = settings.tables_path, {}
+    for name, raw in read_json(settings.meta_path / "topics.json", {}).items():
+        if TopicConfig.from_json({**raw, "name": name}).table.enabled:
+            out[name], out[f"{name}__dlq"] = str(root / name), str(root / f"{name}__dlq")
+    return out
 
 
 def _print(output: str, columns: list[str], rows: list[list[object]], truncated: bool) -> None:

@@ -1,4 +1,4 @@
-"""``sparkmq topic create|list|describe|delete``."""
+"""``sparkmq topic create|alter|list|describe|delete`` (the ``--table-*`` options: cli/table.py)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,19 @@ from .common import (
     DEFAULT_URL,
     AsJson,
     Namesrv,
+    fail,
     Url,
     open_client,
     print_json,
     print_table,
     say,
 )
+from .table import TableMode, TablePartitionBy, TableSchema, TableTargetLag, TableWriteMode, table_line, table_settings
 
 __all__ = ["topic_app"]
 
 topic_app = typer.Typer(
-    help="Create, list, describe and delete topics.",
+    help="Create, alter (table settings), list, describe and delete topics.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -32,10 +34,15 @@ def topic_create(
     queues: Annotated[int | None, typer.Option(help="Number of queues [default: the broker's default_queues].")] = None,
     perm: Annotated[str, typer.Option(help="rw | r | w")] = "rw",
     cluster: Annotated[str | None, typer.Option(help="With --namesrv: only this cluster's masters.")] = None,
+    table_mode: TableMode = None,
+    table_schema: TableSchema = None,
+    table_write_mode: TableWriteMode = None,
+    table_partition_by: TablePartitionBy = None,
+    table_target_lag: TableTargetLag = None,
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
-    """Create a topic (with --namesrv: on every master).
+    """Create a topic (with --namesrv: on every master), optionally with a Delta table.
 
     Creating a topic that exists with the same settings is a no-op; with
     different settings it is an error.
@@ -45,11 +52,47 @@ def topic_create(
       sparkmq topic create orders --queues 4
 
       sparkmq topic create payments --queues 2 --namesrv 127.0.0.1:9876
+
+      sparkmq topic create orders --table-mode typed --table-schema "order_id STRING, region STRING, amount DOUBLE"
     """
+    table = table_settings(table_mode, table_schema, table_write_mode, table_partition_by, table_target_lag)
     with open_client(url, namesrv) as c:
-        created = c.create_topic(name, queues, perm, cluster=cluster)
+        created = c.create_topic(name, queues, perm, cluster=cluster, table=table or None)
     for broker, t in created.items():
-        say(f"topic {t['name']}: {t['queues']} queues, perm {t['perm']!r} on {broker}")
+        say(f"topic {t['name']}: {t['queues']} queues, perm {t['perm']!r}, {table_line(t.get('table'))} on {broker}")
+
+
+@topic_app.command("alter")
+def topic_alter(
+    name: Annotated[str, typer.Argument(help="Topic to change.")],
+    table_mode: TableMode = None,
+    table_schema: TableSchema = None,
+    table_write_mode: TableWriteMode = None,
+    table_partition_by: TablePartitionBy = None,
+    table_target_lag: TableTargetLag = None,
+    url: Url = DEFAULT_URL,
+    namesrv: Namesrv = None,
+) -> None:
+    """Change a topic's table settings (only the options given change).
+
+    Enabling a table backfills it from the oldest retained message; a new
+    schema may only add optional fields (a narrowing change is refused).
+
+    Examples:
+
+      sparkmq topic alter orders --table-mode raw
+
+      sparkmq topic alter orders --table-schema @orders.schema.json
+
+      sparkmq topic alter orders --table-mode off
+    """
+    table = table_settings(table_mode, table_schema, table_write_mode, table_partition_by, table_target_lag)
+    if not table:
+        fail("nothing to change; give at least one --table-* option (see --help)")
+    with open_client(url, namesrv) as c:
+        altered = c.alter_topic(name, table)
+    for broker, t in altered.items():
+        say(f"topic {t['name']}: {table_line(t.get('table'))} on {broker}")
 
 
 @topic_app.command("list")
@@ -95,7 +138,8 @@ def topic_describe(
         rows = [(q["queue_id"], q["min_offset"], q["max_offset"], q["max_offset"] - q["min_offset"])
                 for q in t["queue_offsets"]]
         print_table(["queue", "min offset", "max offset", "messages"], rows,
-                    title=f"{t['name']} on {broker} (perm {t['perm']!r}, {t['messages']} messages)")
+                    title=f"{t['name']} on {broker} (perm {t['perm']!r}, {t['messages']} messages, "
+                          f"{table_line(t.get('table'))})")
 
 
 @topic_app.command("delete")

@@ -53,6 +53,7 @@ from .results import (
 )
 from .routing import FaultTracker, Route, id_host, parse_route, urls_by_host
 from .sender import send_routed
+from .tables import TablesMixin
 
 __all__ = ["MessageLike", "SparkMQClient", "Unreachable"]
 
@@ -71,7 +72,7 @@ def _wire_message(m: MessageLike) -> dict[str, Any]:
     return dict(m)
 
 
-class SparkMQClient(PopMixin):
+class SparkMQClient(PopMixin, TablesMixin):
     """Produce, pull, POP (client/pop.py), offsets and topics against one broker or a NameServer-routed cluster."""
 
     def __init__(self, endpoint: str | None = None, *, namesrv: str | Iterable[str] | None = None,
@@ -335,7 +336,7 @@ class SparkMQClient(PopMixin):
     # -- topics and groups ---------------------------------------------------------
 
     def create_topic(self, name: str, queues: int | None = None, perm: str = "rw", cluster: str | None = None,
-                     wait_s: float = 10.0) -> dict[str, dict[str, Any]]:
+                     wait_s: float = 10.0, table: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
         """Create ``name`` on the endpoint, or on every live master (of ``cluster``); broker -> topic.
 
         With NameServers it then waits up to ``wait_s`` until the route lists all those brokers.
@@ -344,7 +345,8 @@ class SparkMQClient(PopMixin):
         if not targets:
             raise BrokerUnreachableError("no live master broker is registered with the NameServers"
                                          + (f" in cluster {cluster!r}" if cluster else ""))
-        body = {"name": name, "perm": perm, **({"queues": queues} if queues else {})}
+        body = {"name": name, "perm": perm, **({"queues": queues} if queues else {}),
+                **({"table": dict(table)} if table is not None else {})}
         created = {b: self._call("POST", f"{url}/v1/topics", json=body) for b, url in sorted(targets.items())}
         if self._namesrv is not None:
             self._await_route(name, set(created), wait_s)

@@ -1,14 +1,21 @@
-"""Topic admin, queue info and message lookup routes."""
+"""Topic admin (with each topic's table settings), table status and DLQ replay, queue info, message lookup.
+
+    POST   /v1/topics                             {"name", "queues"?, "perm"?, "table"?}
+    PUT    /v1/topics/{topic}                     {"table": {...}}  (only the given keys change)
+    GET    /v1/tables                             every table topic's status
+    POST   /v1/topics/{topic}/table/replay-dlq    translate the dead-letter rows again
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
+from connectors.tables.spec import TableSpec
 from store import MessageNotFoundError
 
 from ..broker import Broker
@@ -22,12 +29,27 @@ __all__ = ["router"]
 router = APIRouter(tags=["topics"])
 
 
+_TABLE_DOC = ("Table settings (keys mode, schema, write_mode, partition_by, target_lag_s; an unknown key is "
+              "400 bad_table); absent: mode off")
+
+
 class TopicCreate(BaseModel):
-    """Body of POST /v1/topics."""
+    """Body of POST /v1/topics; an unknown field is a 400 naming it."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     queues: JsonInt | None = Field(default=None, ge=1, le=1024, description="default: [broker] default_queues")
     perm: Literal["rw", "r", "w", ""] = "rw"
+    table: dict[str, Any] | None = Field(default=None, description=_TABLE_DOC)
+
+
+class TopicUpdate(BaseModel):
+    """Body of PUT /v1/topics/{topic}: the table keys to change (the others keep their values)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    table: dict[str, Any] = Field(description="The table settings to change; a narrowing schema change is 409")
 
 
 def _broker(request: Request) -> Broker:
@@ -44,36 +66,62 @@ def _queues(broker: Broker, cfg: TopicConfig) -> list[dict[str, int]]:
 
 
 def _topic_json(cfg: TopicConfig) -> dict[str, Any]:
-    return {"name": cfg.name, "queues": cfg.queues, "perm": cfg.perm}
+    return {"name": cfg.name, "queues": cfg.queues, "perm": cfg.perm, "table": cfg.table.to_json()}
 
 
 _TOPIC_EXAMPLE = '{"name": "orders", "queues": 4}'
+_UPDATE_EXAMPLE = '{"table": {"mode": "typed", "schema": "order_id STRING, amount DOUBLE"}}'
 _CREATE_DOC: dict[str, Any] = {"requestBody": {"required": True, "content": {
     t: {"schema": TopicCreate.model_json_schema()} for t in ("application/json",)}}}
+_UPDATE_DOC: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    t: {"schema": TopicUpdate.model_json_schema()} for t in ("application/json",)}}}
 
 
-def _topic_create(raw: bytes, content_type: str | None) -> TopicCreate:
-    """The body of POST /v1/topics, read like a produce body (same content types, same errors)."""
-    doc = parse_json_object(raw, content_type, _TOPIC_EXAMPLE)
+def _read_body(model: type[BaseModel], raw: bytes, content_type: str | None, example: str) -> Any:
+    """A topic body, read like a produce body (same content types, same errors)."""
+    doc = parse_json_object(raw, content_type, example)
     try:
-        return TopicCreate.model_validate(doc)
+        return model.model_validate(doc)
     except ValidationError as exc:
         parts = [f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
-        raise BadRequestError("invalid topic: " + "; ".join(parts) + f"; send {_TOPIC_EXAMPLE}") from None
+        raise BadRequestError("invalid topic: " + "; ".join(parts) + f"; send {example}") from None
 
 
 @router.post("/v1/topics", status_code=201, summary="Create a topic", openapi_extra=_CREATE_DOC)
 async def create_topic(request: Request) -> JSONResponse:
     """201 when created, 200 when an identical topic already exists, 409 when it differs."""
-    body = _topic_create(await request.body(), request.headers.get("content-type"))
+    body = _read_body(TopicCreate, await request.body(), request.headers.get("content-type"), _TOPIC_EXAMPLE)
     return await run_in_threadpool(_create, _broker(request), body)
 
 
 def _create(broker: Broker, body: TopicCreate) -> JSONResponse:
     queues = body.queues or broker.settings.broker.default_queues
-    existed = broker.topics.exists(body.name)
-    cfg = broker.topics.create(body.name, queues, body.perm, exist_ok=True)
+    table = TableSpec.from_json(body.table) if body.table is not None else TableSpec()
+    cfg, existed = broker.tables.create(body.name, queues, body.perm, table)
     return JSONResponse(_topic_json(cfg), status_code=200 if existed else 201)
+
+
+@router.put("/v1/topics/{topic}", summary="Change a topic's table settings", openapi_extra=_UPDATE_DOC)
+async def alter_topic(topic: str, request: Request) -> dict[str, Any]:
+    """Merge ``table`` into the topic's table settings; enabling a table backfills it."""
+    body = _read_body(TopicUpdate, await request.body(), request.headers.get("content-type"), _UPDATE_EXAMPLE)
+    return await run_in_threadpool(_alter, _broker(request), topic, body)
+
+
+def _alter(broker: Broker, topic: str, body: TopicUpdate) -> dict[str, Any]:
+    cfg = broker.tables.alter(topic, body.table)
+    return {**_topic_json(cfg), "table_status": broker.tables.status(topic)}
+
+
+@router.get("/v1/tables", summary="Status of every table topic")
+def list_tables(request: Request) -> dict[str, Any]:
+    return {"tables": _broker(request).tables.statuses()}
+
+
+@router.post("/v1/topics/{topic}/table/replay-dlq", summary="Translate a table's dead-letter rows again")
+def replay_dlq(topic: str, request: Request) -> dict[str, Any]:
+    """Rows of ``<topic>__dlq`` that fit the current schema move to the table; the rest stay."""
+    return _broker(request).tables.replay_dlq(topic)
 
 
 @router.get("/v1/topics", summary="List topics")
@@ -87,12 +135,14 @@ def get_topic(topic: str, request: Request) -> dict[str, Any]:
     cfg = broker.topics.get(topic)
     queues = _queues(broker, cfg)
     return {**_topic_json(cfg), "queue_offsets": queues,
-            "messages": sum(q["max_offset"] - q["min_offset"] for q in queues)}
+            "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
+            "table_status": broker.tables.status(topic)}
 
 
 @router.delete("/v1/topics/{topic}", summary="Delete a topic and its data")
 def delete_topic(topic: str, request: Request) -> dict[str, Any]:
     broker = _broker(request)
+    broker.tables.drop(topic)
     broker.topics.delete(topic, broker.store)
     broker.groups.drop_topic(topic)
     return {"deleted": topic}

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 import store
+from connectors.errors import TableError
 
 from ..errors import ERROR_TABLE, BrokerError, ErrorTable
 from ..topics import validate_topic_name
@@ -126,7 +127,7 @@ def _lookup(exc: BaseException) -> tuple[int, str]:
 
 def response_for(exc: Exception) -> Response:
     """The error answer for ``exc`` (the table's status and code; 500 for anything else)."""
-    if isinstance(exc, (BrokerError, store.StoreError)):
+    if isinstance(exc, (BrokerError, store.StoreError, TableError)):
         return _mapped(exc)
     return _unexpected(exc)
 
@@ -164,7 +165,7 @@ def _unexpected(exc: Exception) -> Response:
 
 # What may follow a topic name in a route: a path that matches none with a '/' in the name part
 # names a topic with '/' in it (sent as is or as %2F), which no topic can have.
-_TOPIC_TAIL = re.compile(r"/(?:messages|queues(?:/[^/]*/(?:messages|offset))?)$")
+_TOPIC_TAIL = re.compile(r"/(?:messages|queues(?:/[^/]*/(?:messages|offset))?|table/replay-dlq)$")
 
 
 def _slashed_topic(path: str) -> Response | None:
@@ -187,5 +188,6 @@ def install_handlers(app: FastAPI) -> None:
     """Register the one mapped handler plus FastAPI's validation/HTTP errors."""
     app.add_exception_handler(BrokerError, _handle_mapped)
     app.add_exception_handler(store.StoreError, _handle_mapped)
+    app.add_exception_handler(TableError, _handle_mapped)
     install_common_handlers(app, "API", _slashed_topic)
     app.add_exception_handler(Exception, _handle_unexpected)

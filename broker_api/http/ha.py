@@ -39,7 +39,7 @@ def metadata_snapshot(broker: Broker) -> dict[str, Any]:
         "max_phy_offset": max_phy_offset,
         "broker": broker.settings.broker.name,
         "role": broker.replication.role,
-        "topics": [{"name": c.name, "queues": c.queues, "perm": c.perm} for c in broker.topics.list()],
+        "topics": [c.to_json() for c in broker.topics.list()],  # with "table" for a table topic
         "offsets": {g: {t: {str(q): o for q, o in sorted(qs.items())} for t, qs in ts.items()}
                     for g, ts in offsets.items()},
         "subscription_groups": broker.groups.all_configs(),

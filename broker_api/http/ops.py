@@ -77,6 +77,7 @@ def broker_info(request: Request) -> dict[str, Any]:
         "admin_address": broker.admin_address,
         "event_loop_lag_ms": round(broker.gate.loop_lag_ms, 3),
         "mirror": broker.mirror_lag(),
+        "tables": broker.tables.statuses(),  # per table topic: rows, dlq_rows, lag_bytes, lag_seconds, ...
         "namesrv": broker.registrar.status() if broker.registrar else None,
         "ha": {**broker.replication.status(),
                "metadata_sync": broker.slave_sync.status() if broker.slave_sync else None},
@@ -101,6 +102,7 @@ def metrics(request: Request) -> Response:
     lines += broker.pop.metric_lines()
     lines += broker.delay.metric_lines()
     lines += list(broker.checkback.checks.render())
+    lines += broker.tables.metric_lines()
     return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
 

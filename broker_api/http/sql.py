@@ -1,10 +1,12 @@
-"""``POST /v1/sql``: read-only SQL over the Delta mirror with the embedded engine.
+"""``POST /v1/sql``: read-only SQL over the Delta mirror and the table topics with the embedded engine.
 
+Tables: ``messages`` (the mirror), each table topic by its name and its
+dead-letter table as ``<topic>__dlq``.
 Body ``{"sql": "...", "max_rows": optional}``; answer
 ``{"columns": [...], "rows": [[...]], "truncated": bool}``.  Binary values
 (``body``) come back base64-encoded, maps as objects, timestamps as ISO 8601.
-Errors: 400 ``bad_sql`` (engine's message), 503 ``mirror_disabled``,
-504 ``sql_timeout``.
+Errors: 400 ``bad_sql`` (engine's message), 503 ``mirror_disabled`` (no
+mirror and no table topic), 504 ``sql_timeout``.
 """
 
 from __future__ import annotations
@@ -30,21 +32,26 @@ router = APIRouter(tags=["sql"])
 class SqlRequest(BaseModel):
     """Body of POST /v1/sql."""
 
-    sql: str = Field(description="One read-only statement; the mirror table is `messages`.")
+    sql: str = Field(description="One read-only statement over `messages`, each table topic by its name and "
+                                 "`<topic>__dlq`.")
     max_rows: JsonInt | None = Field(default=None, ge=0, description="Row limit, capped by [mirror] sql_max_rows.")
 
 
-@router.post("/v1/sql", summary="Read-only SQL over the Delta mirror (table `messages`)", response_model=None)
+@router.post("/v1/sql", summary="Read-only SQL over the Delta mirror (`messages`) and the table topics",
+             response_model=None)
 async def post_sql(body: SqlRequest, request: Request) -> dict[str, Any] | Response:
     mirror = getattr(request.app.state, "mirror", None)
-    if mirror is None:
+    broker = request.app.state.broker
+    tables = broker.tables.sql_tables()
+    if mirror is None and not tables:
         return error_response(503, "mirror_disabled",
-                              "the Delta mirror is disabled; set [mirror] enabled = true and restart the broker")
-    config = mirror.config
+                              "the Delta mirror is disabled and no topic has a table; set [mirror] enabled = true "
+                              "and restart the broker, or give a topic a table (PUT /v1/topics/{topic})")
+    config = broker.settings.mirror
     limit = config.sql_max_rows if body.max_rows is None else min(body.max_rows, config.sql_max_rows)
     try:
-        table = await run_in_threadpool(run_sql, mirror.table_uri, body.sql, max_rows=limit,
-                                        timeout_s=config.sql_timeout_s)
+        table = await run_in_threadpool(run_sql, mirror.table_uri if mirror is not None else None, body.sql,
+                                        max_rows=limit, timeout_s=config.sql_timeout_s, tables=tables)
     except SqlTimeoutError as exc:
         return error_response(504, "sql_timeout", str(exc))
     except SqlError as exc:
