@@ -14,8 +14,10 @@ Kafka broker on 127.0.0.1 and measures:
    over HTTP (10,000 rows per request), both counted until acknowledged;
 2. read: Spark's Kafka source vs ``format("sparkmq")``, 4 partitions vs 4
    queues, local[2], Trigger.AvailableNow into ``noop``, in one SparkSession
-   (one JVM), ``--rounds`` rounds in alternating order; round 1 is "cold"
-   (the JVM's first query of that source), the best later round is "warm";
+   (one JVM), ``--rounds`` rounds in alternating order (``--first`` names the
+   source that opens round 1); round 1 is "cold" (the JVM's first query of
+   that source, after one small Parquet file-source query has warmed Spark's
+   streaming engine for both), the best later round is "warm";
 3. sink: the same in-memory rows (``value``, ``partition``) written by
    Spark's Kafka sink (at least once) vs ``writeStream.format("sparkmq")``
    (exactly once), rounds and order as for the read.
@@ -109,8 +111,11 @@ def bench_produce(rec: Recorder, kafka: KafkaBroker, url: str, rows: int) -> Non
 
 def alternate(rec: Recorder, what: str, rounds: int, runners: dict[str, Runner],
               expect: int) -> dict[str, list[float]]:
-    """Run each runner ``rounds`` times, the order reversed every round; rows/s per name and round."""
-    rates: dict[str, list[float]] = {name: [] for name in runners}
+    """Run each runner ``rounds`` times, the order reversed every round; rows/s per name and round.
+
+    Also ``<name>_in_batches``: rows/s over the time Spark spent in addBatch (no query start and stop).
+    """
+    rates: dict[str, list[float]] = {key: [] for n in runners for key in (n, f"{n}_in_batches")}
     names = list(runners)
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
@@ -119,6 +124,7 @@ def alternate(rec: Recorder, what: str, rounds: int, runners: dict[str, Runner],
             if rows != expect:
                 raise RuntimeError(f"{what} with {name} handled {rows:,} rows, expected {expect:,}")
             rates[name].append(rows / wall)
+            rates[f"{name}_in_batches"].append(rows / max(busy, 1e-9))
             print(f"{what:<5} round {r + 1} {name:<8}: {rows:>9,} rows; wall {wall:6.2f} s = "
                   f"{rows / wall:>10,.0f} rows/s; in batches {busy:6.2f} s = {rows / max(busy, 1e-9):>10,.0f} rows/s")
     return rates
@@ -128,8 +134,8 @@ def add_cold_warm(rec: Recorder, key: str, what: str, peer: str, rates: dict[str
                   order: list[str]) -> None:
     """One measure for round 1 (cold) and one for the best later round (warm), sparkmq next to Kafka."""
     mq, kf = rates["sparkmq"], rates["kafka"]
-    details = {"sparkmq_rows_s": mq, "kafka_rows_s": kf, "round_1_order": order}
-    rec.add(Measure(f"{key}_cold", f"{what}, cold (first query of each source in the JVM)", mq[0], "rows/s",
+    details = {"rows_s": rates, "round_1_order": order}
+    rec.add(Measure(f"{key}_cold", f"{what}, cold (each source's first query in the JVM, {order[0]} first)", mq[0], "rows/s",
                     peer=peer, peer_value=kf[0], details=details))
     if len(mq) > 1:
         rec.add(Measure(f"{key}_warm", f"{what}, warm (best of rounds 2-{len(mq)})", max(mq[1:]), "rows/s",
@@ -140,8 +146,19 @@ def add_cold_warm(rec: Recorder, key: str, what: str, peer: str, rates: dict[str
 
 # -- read and sink in one SparkSession --------------------------------------------------
 
+def warm_engine(rec: Recorder, spark: Any, tmp: Path) -> None:
+    """One small AvailableNow query over Parquet files, neither source's code: the JVM's very first
+    streaming query (planning, codegen, the noop sink) then costs neither Kafka's nor sparkmq's round 1."""
+    rec.phase("warming Spark's streaming engine with a Parquet file-source query")
+    path = str(tmp / "warm-files")
+    spark.range(10_000).selectExpr("id", "cast(id as string) AS s").write.parquet(path)
+    df = spark.readStream.schema("id long, s string").parquet(path)
+    wall, _busy, rows = _available_now(df, tmp, "warm-engine")
+    print(f"warm  Parquet file source     : {rows:>9,} rows; wall {wall:6.2f} s")
+
+
 def bench_read(rec: Recorder, spark: Any, kafka: KafkaBroker, url: str, rows: int, rounds: int,
-               tmp: Path) -> None:
+               tmp: Path, first: str) -> None:
     def kafka_run(r: int) -> tuple[float, float, int]:
         df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
               .option("subscribe", TOPIC).option("startingOffsets", "earliest").load())
@@ -152,14 +169,18 @@ def bench_read(rec: Recorder, spark: Any, kafka: KafkaBroker, url: str, rows: in
               .option("startingOffsets", "earliest").load())
         return _available_now(df, tmp, f"read-sparkmq-{r}")
 
-    runners: dict[str, Runner] = {"kafka": kafka_run, "sparkmq": sparkmq_run}
+    runners = _ordered({"kafka": kafka_run, "sparkmq": sparkmq_run}, first)
     rates = alternate(rec, "read", rounds, runners, rows)
     add_cold_warm(rec, "kafka.read", f"Spark readStream AvailableNow → noop, {rows:,} rows of 100 B, "
                   "4 queues vs 4 partitions, local[2]", f"Spark's Kafka source, {KAFKA}", rates, list(runners))
 
 
+def _ordered(runners: dict[str, Runner], first: str) -> dict[str, Runner]:
+    return {first: runners[first]} | {k: v for k, v in runners.items() if k != first}
+
+
 def bench_sink(rec: Recorder, spark: Any, kafka: KafkaBroker, url: str, rows: int, rounds: int,
-               tmp: Path) -> None:
+               tmp: Path, first: str) -> None:
     kafka.create_topic("sinkout", QUEUES)
     httpx.post(f"{url}/v1/topics", json={"name": "sinkout", "queues": QUEUES}, timeout=30).raise_for_status()
 
@@ -181,7 +202,7 @@ def bench_sink(rec: Recorder, spark: Any, kafka: KafkaBroker, url: str, rows: in
         return timed(source().writeStream.format("sparkmq").option("endpoint", url).option("topic", "sinkout")
                      .option("sinkId", f"bench-{r}"), f"sink-sparkmq-{r}")
 
-    runners: dict[str, Runner] = {"kafka": kafka_run, "sparkmq": sparkmq_run}
+    runners = _ordered({"kafka": kafka_run, "sparkmq": sparkmq_run}, first)
     rates = alternate(rec, "sink", rounds, runners, rows)
     stored_k = kafka.end_offsets("sinkout", QUEUES)
     stored_m = sum(q["max_offset"] for q in httpx.get(f"{url}/v1/topics/sinkout/queues", timeout=30).json())
@@ -214,10 +235,11 @@ def run_spark(rec: Recorder, args: argparse.Namespace, kafka: KafkaBroker, url: 
         spark.sparkContext.setLogLevel("ERROR")
         streaming.register(spark)
         spark.dataSource.register(ToySource)
+        warm_engine(rec, spark, tmp)
         if "read" in args.phases:
-            bench_read(rec, spark, kafka, url, args.rows, args.rounds, tmp)
+            bench_read(rec, spark, kafka, url, args.rows, args.rounds, tmp, args.first)
         if "sink" in args.phases:
-            bench_sink(rec, spark, kafka, url, args.sink_rows, args.rounds, tmp)
+            bench_sink(rec, spark, kafka, url, args.sink_rows, args.rounds, tmp, args.first)
     finally:
         spark.stop()
 
@@ -227,12 +249,15 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows produced and read (100 B each)")
     ap.add_argument("--sink-rows", type=int, default=200_000, help="rows written by each sink per round")
     ap.add_argument("--rounds", type=int, default=3, help="read and sink rounds per source (order alternates)")
+    ap.add_argument("--first", choices=("kafka", "sparkmq"), default="kafka",
+                    help="the source (and sink) that runs first in round 1")
     ap.add_argument("--phases", default="produce,read,sink", help="comma list of produce, read, sink")
     ap.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = ap.parse_args()
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    rec = Recorder("kafka", args.json_out, {"rows": args.rows, "sink_rows": args.sink_rows, "rounds": args.rounds})
+    rec = Recorder("kafka", args.json_out, {"rows": args.rows, "sink_rows": args.sink_rows, "rounds": args.rounds,
+                                            "first": args.first})
     rec.phase(f"set-up: Kafka {kafka_peer.KAFKA_VERSION} jars (Maven), confluent-kafka (pip)")
     libs = kafka_peer.ensure_kafka_jars(kafka_peer.cache_dir())
     kafka_peer.ensure_confluent_kafka()
