@@ -27,7 +27,8 @@ _APT_TIMEOUT_S = 600
 
 def _apt(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    return subprocess.run(["apt-get", *args], capture_output=True, text=True, timeout=_APT_TIMEOUT_S, env=env)
+    return subprocess.run(["apt-get", *args], capture_output=True, text=True, timeout=_APT_TIMEOUT_S, env=env,
+                          check=False)
 
 
 def _install_chromium() -> str:

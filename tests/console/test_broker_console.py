@@ -150,3 +150,15 @@ def test_rates_view_shows_live_produce_rate(page: Any, stack: Stack, tmp_path: P
     finally:
         stop.set()
         producer.join(30)
+
+
+def test_console_files_are_served_and_nothing_else(stack: Stack) -> None:
+    page = stack.http.get("/console")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<script type="module" src="/console/main.js">' in page.text
+    script = stack.http.get("/console/api.js")
+    assert script.headers["content-type"].startswith("text/javascript") and "export async function api" in script.text
+    for bad in ("/console/nope.js", "/console/..%2Fapp.py", "/console/console.py"):
+        answer = stack.http.get(bad)
+        assert answer.status_code == 404 and answer.json()["error"] == "not_found", bad
+    assert "/console" not in stack.http.get("/openapi.json").json()["paths"]  # not part of the API
