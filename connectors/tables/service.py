@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ _log = logging.getLogger(__name__)
 _READ_BYTES = 8 << 20
 _READ_LIMIT = 64 << 20  # CommitLog bytes read per step before commits are considered
 _POLL_S = 0.1
+_STOP_WAIT_S = 5.0
+_STOP_CATCH_UP_BYTES = 64 << 20
 _RETRY_S = 1.0
 
 
@@ -193,6 +196,16 @@ class TableTopics:
             else:
                 table.absorb(_EMPTY, batch.end_offset)
 
+    def _reput_settled(self, timeout_s: float) -> int:
+        """The reput offset once it reached the CommitLog's end (or after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            stats = self._store.stats()
+            reput, end = int(stats["reput_offset"]), int(stats["commitlog_max_offset"])  # type: ignore[call-overload]
+            if reput >= end or time.monotonic() >= deadline:
+                return reput
+            time.sleep(0.01)
+
     def _flush(self, table: TopicTable) -> None:
         try:
             table.flush()
@@ -205,7 +218,16 @@ class TableTopics:
             table.last_error = str(exc)
 
     def _close_all(self) -> None:
-        for table in self._active():
+        """On stop: read what the CommitLog still holds (if little), commit every buffer."""
+        tables = self._active()
+        try:
+            if tables and self._reput_settled(_STOP_WAIT_S) - min(t.next for t in tables) <= _STOP_CATCH_UP_BYTES:
+                start = min(t.next for t in tables)
+                for batch in self._store.read_dispatch_batches(start, _READ_BYTES):
+                    self._route(batch, tables)
+        except Exception:  # noqa: BLE001 - read again on the next start
+            _log.exception("table topics could not read the CommitLog's tail on stop")
+        for table in tables:
             try:
                 table.close()
             except Exception:  # noqa: BLE001 - what is left is written on the next start
