@@ -9,12 +9,15 @@ cell's source and traceback.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
 import signal
 import sys
 import time
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,41 @@ def test_stored_notebook_has_no_outputs(path: Path) -> None:
     assert code, f"{path.name} has no code cells"
     dirty = [i for i, c in enumerate(code) if c.outputs or c.execution_count is not None]
     assert not dirty, f"{path.name}: code cells {dirty} have stored outputs or execution counts; clear them"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Top-level names of the modules a notebook's code cells import (absolute imports)."""
+    nb = nbformat.read(path, as_version=4)
+    found: set[str] = set()
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+
+def test_the_notebooks_extra_installs_what_the_notebooks_import() -> None:
+    """`pip install -e '.[notebooks]'` brings every package the notebooks import, a kernel and Jupyter."""
+    project = tomllib.loads((NOTEBOOK_DIR.parent / "pyproject.toml").read_text())["project"]
+    offered = _requirement_names(project["dependencies"] + project["optional-dependencies"]["notebooks"])
+    ours = {"sparkmq"}
+    owners = packages_distributions()
+    needed: dict[str, str] = {}
+    for path in NOTEBOOKS:
+        for module in _imported_modules(path) - set(sys.stdlib_module_names):
+            for dist in owners.get(module, [module]):
+                needed[dist.lower().replace("_", "-")] = f"{path.name} imports {module}"
+    missing = {dist: why for dist, why in needed.items() if dist not in offered | ours}
+    assert not missing, f"the notebooks extra in pyproject.toml lacks: {missing}"
+    assert {"pyspark", "matplotlib"} <= set(needed), needed  # the check saw the notebooks' real imports
+    assert {"ipykernel", "jupyterlab", "nbclient"} <= offered  # a kernel, a front end, `jupyter execute`
 
 
 def _kernel_env(tmp: Path) -> dict[str, str]:

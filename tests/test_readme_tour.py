@@ -39,6 +39,8 @@ def test_tour_covers_what_the_issue_asks_for() -> None:
         assert needle in text, needle
     assert "pyspark" in kinds
     assert all(c.expect for b in blocks if b.kind == "terminal" for c in b.commands)
+    assert "python -m pip install -e '.[spark]'" in README[:README.index("<!-- section:tour -->")]
+    assert "exits 130" in README[README.index("<!-- section:tour -->"):README.index("<!-- /section:tour -->")]
 
 
 def test_expectations_match_in_order_only() -> None:
@@ -52,25 +54,31 @@ def test_readme_tour_runs_as_pasted(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "conf", tmp_path / "conf")  # the clone's directory, as the tour says
     tour = Tour(tmp_path, dict(zip(TOUR_PORTS, _free_ports(len(TOUR_PORTS)))))
     stopped: list[tuple[str, int | None, str]] = []
+    shell_outputs: list[tuple[str, str]] = []
     try:
         for block in parse_tour(README):
             for command in block.commands:
                 if block.kind == "terminal":
                     tour.start_terminal(command)
                 elif block.kind == "shell":
-                    tour.run_shell(command)
+                    shell_outputs.append((command.text, tour.run_shell(command)))
                 else:
                     tour.run_pyspark(command)
     finally:
         tour.close()
         stopped = tour.stop_terminals()
-    for text, code, output in stopped:
-        assert code in (0, 130), f"`{text}` did not stop cleanly on Ctrl-C (exit {code}):\n{output[-3000:]}"
     serve = [s for s in stopped if s[0].strip() == "sparkmq serve"]
-    assert serve and serve[0][1] == 0, "the broker must exit 0 on Ctrl-C"
-    # The follower saw what was produced after it started (step 7's message), not only the backlog.
+    assert serve and serve[0][1] == 0, f"the broker must exit 0 on Ctrl-C:\n{serve[0][2][-3000:] if serve else ''}"
+    # The follower saw what was produced after it started (step 7's message), not only the backlog,
+    # and, as the tour says, stops on Ctrl-C with its count and exit status 130.
     follow = [s for s in stopped if "--follow" in s[0]]
     assert follow and '{"id": 4, "amount": 12}' in follow[0][2], follow[0][2] if follow else "no follower"
+    assert follow[0][1] == 130 and "message(s); interrupted" in follow[0][2], (follow[0][1], follow[0][2][-3000:])
+    # The tour says curl's answers end without a newline: each plain curl printed JSON and no newline.
+    answers = [(t, out) for t, out in shell_outputs if t.startswith("curl -s") and "|" not in t and "&" not in t]
+    assert len(answers) >= 5
+    for text, out in answers:
+        assert out.startswith("{") and out.endswith("}"), f"`{text}` printed {out[-200:]!r}"
 
 
 def _slug(heading: str) -> str:

@@ -180,7 +180,8 @@ class Tour:
                                        stderr=subprocess.STDOUT, start_new_session=True)
         self._fifo_w = fifo.open("w")
 
-    def run_shell(self, command: Command) -> None:
+    def run_shell(self, command: Command) -> str:
+        """Run one command in the shared shell; its output (exactly as printed, up to the next prompt)."""
         if self._shell is None:
             self._start_shell()
         self._n += 1
@@ -207,6 +208,7 @@ class Tour:
             missing = find_missing(self.ported(expect), output)
             if missing is not None:
                 raise TourError(f"`{command.text}` should print {expect!r}; {missing!r} is missing in:\n{output}")
+        return output
 
     def _wait_done(self, start: int, text: str) -> tuple[str, int]:
         deadline = time.monotonic() + self.timeout_s
