@@ -94,8 +94,8 @@ class TableTopics:
             with self._lock:
                 gone = self._topics.pop(topic, None)
             if gone is not None:
-                with gone.lock:
-                    pass  # wait for an in-flight commit; buffered rows are read again on re-enable
+                with gone.lock:  # waits for an in-flight commit; buffered rows are read again on re-enable
+                    gone.closed = True
             return
         validate_spec(spec)
         with self._lock:

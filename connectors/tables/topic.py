@@ -85,6 +85,7 @@ class TopicTable:
         self._pending_rows = 0
         self.pending_ts_ms: int | None = None
         self._since = 0.0
+        self.closed = False  # set on disable: a writer step still holding this object writes nothing more
 
     @property
     def spec(self) -> TableSpec:
@@ -99,6 +100,8 @@ class TopicTable:
     def absorb(self, raw: pa.Table, end_offset: int) -> None:
         """Translate this topic's raw rows (past ``next``) and buffer them; ``next`` moves to ``end_offset``."""
         with self.lock:
+            if self.closed:
+                return
             if raw.num_rows:
                 out = self.translator.translate(raw)
                 if not self._pending_rows and not self._pending_dlq:
@@ -124,6 +127,8 @@ class TopicTable:
     def flush(self) -> None:
         """Commit the buffer (dead letters first, then the table), exactly once."""
         with self.lock:
+            if self.closed:
+                return
             end = self.next
             if self._pending_rows:
                 self._commit(end)
@@ -137,6 +142,8 @@ class TopicTable:
     def close(self) -> None:
         """Commit the buffer and record the resume point (clean stop)."""
         with self.lock:
+            if self.closed:
+                return
             self.flush()
             if self.durable is None or self.committed > self.durable:
                 self.table.mark(self.committed)
