@@ -27,6 +27,8 @@ from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE
 from ..pop_records import RECEIPT_PATTERN
+from connectors.tables.spec import MODES, WRITE_MODES
+
 from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
 from .schemas import ANSWER_MODELS
 from .transactions import SINK_ID_PATTERN
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from ..settings import BrokerSettings
 
 __all__ = ["EXTRA_CODES", "FILTER_FORMAT", "error_codes", "install_contract", "install_namesrv_contract", "operation_id",
-           "TOPIC_SCHEMA", "GROUP_SCHEMA"]
+           "TOPIC_SCHEMA", "GROUP_SCHEMA", "TABLE_SCHEMA"]
 
 # Codes answered outside ERROR_TABLE: routing (http/errors.py), SQL (http/sql.py), the last resort.
 EXTRA_CODES = ("bad_request", "not_found", "method_not_allowed", "request_too_large", "bad_sql",
@@ -51,6 +53,7 @@ TOPIC_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 7
                                 "description": "1-127 of A-Z a-z 0-9 _ . - (not RMQ_SYS_*), or %RETRY%/%DLQ% + group"}
 GROUP_SCHEMA: dict[str, Any] = {"type": "string", "pattern": GROUP_NAME_PATTERN, "minLength": 1,
                                 "maxLength": GROUP_NAME_MAX}
+_PARTITION_PATTERN = r"^(?:(?:day|hour)\(\s*[A-Za-z_][A-Za-z0-9_]*\s*\)|[A-Za-z_][A-Za-z0-9_]*)$"
 _MSG_ID = {"type": "string", "pattern": "^[0-9A-Fa-f]{32}$", "description": "32 hex characters"}
 _RECEIPT = {"type": "string", "pattern": RECEIPT_PATTERN}
 # In a path or query only client topics are documented: a %RETRY% name there must be percent-encoded
@@ -62,9 +65,21 @@ _PARAMS: dict[str, dict[str, Any]] = {
     "sink_id": {"type": "string", "pattern": SINK_ID_PATTERN},
     "filter": {"type": "string", "format": FILTER_FORMAT},
 }
+# A topic's ``table`` in a request: the keys and value rules of connectors.tables.spec (the schema's own
+# content, and which fields partition_by may name, are checked by the broker: 400 bad_table).
+TABLE_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": {
+    "mode": {"enum": list(MODES)},
+    "schema": {"anyOf": [{"type": "object"}, {"type": "string", "minLength": 1}, {"type": "null"}],
+               "description": "JSON Schema object or Spark DDL string; required for mode typed"},
+    "write_mode": {"enum": list(WRITE_MODES)},
+    "partition_by": {"anyOf": [{"type": "string", "pattern": _PARTITION_PATTERN}, {"type": "null"}]},
+    "target_lag_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600}},
+    "description": "only the keys given change (PUT); an unknown key is 400 bad_table"}
 # (component, property) -> schema, for request bodies
 _FIELDS: dict[tuple[str, str], dict[str, Any]] = {
     ("TopicCreate", "name"): TOPIC_SCHEMA,
+    ("TopicCreate", "table"): {"anyOf": [TABLE_SCHEMA, {"type": "null"}]},
+    ("TopicUpdate", "table"): TABLE_SCHEMA,
     ("OffsetCommit", "topic"): TOPIC_SCHEMA,
     ("OffsetCommit", "offsets"): {"type": "object", "propertyNames": {"pattern": "^[0-9]{1,9}$"},
                                   "additionalProperties": {"type": "integer", "minimum": 0}},
@@ -76,13 +91,16 @@ _FIELDS: dict[tuple[str, str], dict[str, Any]] = {
     ("SqlRequest", "sql"): {"type": "string", "pattern": r"\S", "description": "one read-only statement"},
 }
 # Inline request bodies given a name in components (a generated client's type names): opid -> name
-_BODY_NAMES = {"create_topic": "TopicCreate", "produce": "ProduceRequest"}
+_BODY_NAMES = {"create_topic": "TopicCreate", "alter_topic": "TopicUpdate", "produce": "ProduceRequest"}
 # Success answers by operation id: status -> (description, schema)
 _ARRAY_OF = "array:"
 _SUCCESS: dict[str, dict[str, tuple[str, str]]] = {
     "create_topic": {"201": ("created", "Topic"), "200": ("an identical topic already existed", "Topic")},
     "list_topics": {"200": ("client topics", _ARRAY_OF + "Topic")},
     "get_topic": {"200": ("the topic and its queues", "TopicDetail")},
+    "alter_topic": {"200": ("the topic with its new table settings", "TopicAltered")},
+    "list_tables": {"200": ("every table topic's status", "TablesAnswer")},
+    "replay_dlq": {"200": ("dead letters moved to the table and left", "ReplayAnswer")},
     "delete_topic": {"200": ("deleted", "Deleted")},
     "list_queues": {"200": ("queue offsets", _ARRAY_OF + "QueueOffsets")},
     "offset_at": {"200": ("first offset at or after the time", "OffsetAnswer")},
@@ -95,18 +113,18 @@ _SUCCESS: dict[str, dict[str, tuple[str, str]]] = {
 }
 _ALWAYS_OPEN = frozenset({"/healthz"})  # served without credentials, never refused for load
 _NO_SLAVE_GUARD = frozenset({"/healthz", "/readyz", "/metrics", "/v1/broker", "/v1/admin/metadata", "/v1/sql"})
-_CONFLICTS = frozenset({"create_topic", "produce", "end_transaction", "sink_commit", "sink_abort"})
+_CONFLICTS = frozenset({"create_topic", "alter_topic", "produce", "end_transaction", "sink_commit", "sink_abort"})
 _STATUS_TEXT = {
     "400": "bad request: a malformed parameter or body (the error code says which)",
     "401": "unauthenticated: no credentials, unknown ones or a bad signature",
     "502": "namesrv_rejected: a NameServer refused the request",
     "403": "permission_denied (topic perm or ACL), group_disabled, or slave_read_only on a slave",
     "404": "the topic, queue, group, message, transaction or route does not exist",
-    "409": "topic_exists with other settings, or transaction_conflict",
+    "409": "topic_exists with other settings, schema_change_refused (names the field), or transaction_conflict",
     "413": "message_too_large / batch_too_large / request_too_large",
     "415": "unsupported_media_type",
-    "500": "internal_error / corrupt_record / store_error: see the broker log",
-    "503": "broker_busy (with Retry-After), not_ready, store_closed or mirror_disabled",
+    "500": "internal_error / corrupt_record / store_error / table_error: see the broker log",
+    "503": "broker_busy (with Retry-After), not_ready, store_closed, mirror_disabled or tables_disabled",
     "504": "sql_timeout",
     "507": "disk_full: free disk space or run retention",
 }

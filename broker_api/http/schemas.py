@@ -16,7 +16,8 @@ from pydantic import BaseModel, BeforeValidator, Field, StrictBool
 
 from store import GetStatus
 
-__all__ = ["ANSWER_MODELS", "Topic", "TopicDetail", "QueueOffsets", "ProduceResult", "ProduceAnswer",
+__all__ = ["ANSWER_MODELS", "TableSettings", "TableStatus", "Topic", "TopicDetail", "TopicAltered", "TablesAnswer",
+           "ReplayAnswer", "QueueOffsets", "ProduceResult", "ProduceAnswer",
            "PulledMessage", "PullPage", "OffsetCommitted", "GroupOffsets", "Deleted", "OffsetAnswer",
            "MessagesAnswer", "Status", "JsonInt", "JsonBool"]
 
@@ -33,12 +34,59 @@ JsonInt = Annotated[int, BeforeValidator(_json_int)]
 JsonBool = StrictBool
 
 
+class TableSettings(BaseModel):
+    """A topic's table settings (``mode`` off: no table of its own)."""
+
+    mode: Literal["off", "raw", "typed"]
+    table_schema: dict[str, Any] | str | None = Field(alias="schema", description="JSON Schema object or Spark DDL")
+    write_mode: Literal["append", "upsert"]
+    partition_by: str | None
+    target_lag_s: float = Field(gt=0)
+
+
+class TableStatus(BaseModel):
+    """How far a topic's table is; the counters are null until the writer has opened it."""
+
+    mode: Literal["off", "raw", "typed"]
+    write_mode: Literal["append", "upsert"]
+    writing: bool = Field(description="false where no table is written (a slave, [tables] enabled = false)")
+    rows: int | None = Field(ge=0)
+    dlq_rows: int | None = Field(ge=0, description="rows of the dead-letter table <topic>__dlq")
+    committed_offset: int | None = Field(ge=0, description="CommitLog offset the table's last commit covers")
+    lag_bytes: int | None = Field(ge=0)
+    lag_seconds: float | None = Field(ge=0)
+    version: int | None = Field(description="Delta table version")
+    last_error: str | None
+    table_uri: str | None = None
+    dlq_uri: str | None = None
+
+
 class Topic(BaseModel):
     """A topic's settings."""
 
     name: str
     queues: int = Field(ge=1)
     perm: Literal["rw", "r", "w", ""]
+    table: TableSettings
+
+
+class TopicAltered(Topic):
+    """A topic after PUT /v1/topics/{topic}, with its table's status."""
+
+    table_status: TableStatus | None
+
+
+class TablesAnswer(BaseModel):
+    """Every table topic's status, by topic."""
+
+    tables: dict[str, TableStatus]
+
+
+class ReplayAnswer(BaseModel):
+    """What a DLQ replay did: rows moved to the table, rows left in <topic>__dlq."""
+
+    replayed: int = Field(ge=0)
+    remaining: int = Field(ge=0)
 
 
 class QueueOffsets(BaseModel):
@@ -54,6 +102,7 @@ class TopicDetail(Topic):
 
     queue_offsets: list[QueueOffsets]
     messages: int = Field(ge=0)
+    table_status: TableStatus | None
 
 
 class ProduceResult(BaseModel):
@@ -138,5 +187,5 @@ class Status(BaseModel):
 
 
 ANSWER_MODELS: tuple[type[BaseModel], ...] = (
-    Topic, TopicDetail, QueueOffsets, ProduceResult, ProduceAnswer, PulledMessage, PullPage, MessagesAnswer,
+    TableSettings, TableStatus, Topic, TopicDetail, TopicAltered, TablesAnswer, ReplayAnswer, QueueOffsets, ProduceResult, ProduceAnswer, PulledMessage, PullPage, MessagesAnswer,
     OffsetCommitted, GroupOffsets, OffsetAnswer, Deleted, Status)

@@ -214,3 +214,38 @@ def test_cli_creates_alters_shows_and_replays(broker: Any, http: httpx.Client, t
                                   str(broker.data_dir)])
     assert offline.exit_code == 0, offline.output
     assert orjson.loads(offline.stdout)["rows"] == [[2]]
+
+
+def test_the_master_hands_table_settings_to_slaves(http: httpx.Client) -> None:
+    _create(http, "synced", {"mode": "raw", "target_lag_s": _LAG})
+    topics = {t["name"]: t for t in http.get("/v1/admin/metadata").json()["topics"]}
+    assert topics["synced"]["table"]["mode"] == "raw"
+
+
+def test_spark_reads_a_typed_upsert_table_and_its_change_feed(spark: Any, broker: Any, http: httpx.Client,
+                                                              tmp_path: Any) -> None:
+    from connectors import register_table_topics, table_changes
+    from connectors.spark_view import delta_jars_loadable
+
+    _create(http, "balances", {"mode": "typed", "schema": "acct STRING, balance DOUBLE", "write_mode": "upsert",
+                               "target_lag_s": _LAG})
+    _produce(http, "balances", [{"acct": "a", "balance": 1.0}, {"acct": "b", "balance": 2.0},
+                                {"acct": "c", "balance": 3.0}], keys=["a", "b", "c"])
+    _wait_rows(http, "balances", rows=3)
+    _produce(http, "balances", [{"acct": "a", "balance": 10.0}, ""], keys=["a", "b"])  # update a, delete b
+    _wait_rows(http, "balances", rows=2)
+
+    names = register_table_topics(spark, broker.url)
+    assert {"balances", "balances__dlq"} <= set(names)
+    rows = spark.sql("SELECT acct, balance FROM balances ORDER BY acct").collect()
+    assert [(r.acct, r.balance) for r in rows] == [("a", 10.0), ("c", 3.0)]
+    if not delta_jars_loadable(spark):
+        pytest.skip("the session has no delta-spark jars: the change feed needs them")
+    query = (table_changes(spark, broker.url, "balances").writeStream.format("memory").queryName("balance_changes")
+             .option("checkpointLocation", str(tmp_path / "cdf-checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    changes = spark.sql("SELECT acct, _change_type AS kind FROM balance_changes").collect()
+    seen = sorted((r.acct, r.kind) for r in changes)
+    assert ("a", "update_postimage") in seen and ("a", "update_preimage") in seen
+    assert ("b", "delete") in seen
+    assert sorted(a for a, kind in seen if kind == "insert") == ["a", "b", "c"]
