@@ -40,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -177,8 +178,12 @@ class SparkMQStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTrigger
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        n = self._opts.max_offsets_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        """maxOffsetsPerTrigger, else minOffsetsPerTrigger, else all (Spark passes
+        ReadAllAvailable instead under Trigger.AvailableNow, where no trigger waits)."""
+        most, least = self._opts.max_offsets_per_trigger, self._opts.min_offsets_per_trigger
+        if most:
+            return ReadMaxRows(most)
+        return ReadMinRows(least) if least else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         ranges = self._discover({}, strict=False, tolerate=True)

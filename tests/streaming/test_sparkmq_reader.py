@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from streaming.errors import DataLossError, OptionError
 from streaming.options import parse_reader
@@ -148,3 +148,32 @@ def test_a_replayed_batch_zero_reads_its_first_range_though_latest_moved(
     rows = _read_all(again, end, after)
     assert [(x["partition"], x["offset"]) for x in rows] == (
         [(0, o) for o in range(7, 15)] + [(1, o) for o in range(7, 15)])
+
+
+def test_min_offsets_per_trigger_waits_for_enough_new_offsets_or_max_trigger_delay(
+    broker_factory: Any,
+) -> None:
+    b = broker_factory(env=NO_MIRROR)
+    create_topic(b.url, "t", queues=2)
+    r = _reader(b.url, subscribe="t", startingOffsets="earliest", minOffsetsPerTrigger="10",
+                maxTriggerDelay="4s")
+    limit = r.getDefaultReadLimit()
+    assert isinstance(limit, ReadMinRows) and limit.min_rows == 10
+    start = r.initialOffset()
+    first = r.latestOffset(start, limit)  # batch 0 (Spark always plans it): the start
+    produce(b.url, "t", 6, queues=2)
+    wait_visible(b.url, "t", 6)
+    assert r.latestOffset(first, limit) == first  # 6 < 10: no batch yet
+    produce(b.url, "t", 4, start=6, queues=2)
+    wait_visible(b.url, "t", 10)
+    second = r.latestOffset(first, limit)
+    assert second["t"] == {"0": 5, "1": 5}  # 10 new offsets: the trigger fires
+    produce(b.url, "t", 2, start=10, queues=2)
+    wait_visible(b.url, "t", 12)
+    assert r.latestOffset(second, limit) == second
+    time.sleep(4.1)  # maxTriggerDelay passed: fire with what there is
+    assert r.latestOffset(second, limit) == {"t": {"0": 6, "1": 6}}
+    # AvailableNow passes ReadAllAvailable and never waits; maxOffsetsPerTrigger takes the limit
+    assert r.latestOffset(second, ReadAllAvailable()) == {"t": {"0": 6, "1": 6}}
+    both = _reader(b.url, subscribe="t", minOffsetsPerTrigger="2", maxOffsetsPerTrigger="4")
+    assert isinstance(both.getDefaultReadLimit(), ReadMaxRows)
