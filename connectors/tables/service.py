@@ -190,7 +190,9 @@ class TableTopics:
             if batch.end_offset <= table.next:
                 continue
             mask = visible & (topics == table.topic) & (phy >= table.next)
-            if mask.any():
+            if mask.all():
+                table.absorb(batch_to_table(batch, from_offset=0, bodies=True), batch.end_offset)
+            elif mask.any():
                 sub = batch.take(np.flatnonzero(mask))
                 table.absorb(batch_to_table(sub, from_offset=0, bodies=True), batch.end_offset)
             else:

@@ -81,11 +81,12 @@ class Translator:
         bodies = raw["body"].take(pa.array(idx)).to_pylist() if len(idx) < raw.num_rows else raw["body"].to_pylist()
         decoded = self._decoder.decode(bodies)
         good = idx[decoded.good]
-        meta = raw.take(pa.array(good))
+        everything = len(good) == raw.num_rows
+        meta = raw if everything else raw.take(pa.array(good))
         rows = decoded.table
         for name, source in _META_SOURCES:
             rows = rows.append_column(name, meta[source])
-        rows = rows.append_column(KEY_COLUMN, keys.take(pa.array(good)))
+        rows = rows.append_column(KEY_COLUMN, keys if everything else keys.take(pa.array(good)))
         rows = conform(self._with_partition(rows), self.schema)
         errors = [(int(idx[i]), f, e) for i, (f, e) in decoded.errors.items()]
         if extra_bad is not None:
