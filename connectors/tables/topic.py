@@ -172,8 +172,10 @@ class TopicTable:
         every = up.upsert_compact_every_commits if self.spec.write_mode == "upsert" else up.compact_every_commits
         try:
             if every > 0 and self.commits % every == 0:
-                self.table.compact()
-                self.table.vacuum(up.vacuum_retention_hours)
+                for table in (self.table, self.dlq):
+                    if table is not None:
+                        table.compact()
+                        table.vacuum(up.vacuum_retention_hours)
             if up.checkpoint_every_commits > 0 and self.commits % up.checkpoint_every_commits == 0:
                 self.table.checkpoint()
         except TableError:

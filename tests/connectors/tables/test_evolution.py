@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from connectors.errors import SchemaChangeError
-from connectors.tables import TableSpec, TableTopics
+from connectors.tables import TableSpec, TableTopics, Upkeep
 from store import MessageStore
 
 from .conftest import put_json, wait_caught_up
@@ -108,3 +109,23 @@ def test_re_enabling_with_another_layout_rebuilds_the_table_from_the_log(
     status = wait_caught_up(tables, "orders")
     assert status["write_mode"] == "upsert" and status["rows"] == 1
     assert rows(tables.table_uri("orders"), "id") == [{"id": "b"}]
+
+
+def test_small_commits_are_compacted_on_the_upkeep_cadence(store: MessageStore, tmp_path: Path) -> None:
+    service = TableTopics(store, tmp_path / "tables", app_id="broker-a",
+                          upkeep=Upkeep(compact_every_commits=4, vacuum_retention_hours=0))
+    service.configure("orders", spec(["eu"], target_lag_s=0.05))
+    service.start()
+    try:
+        for i in range(9):
+            put_json(store, "orders", [{"id": f"{i}-{j}"} for j in range(20)])
+            wait_caught_up(service, "orders")
+            time.sleep(0.05)
+        status = wait_caught_up(service, "orders")
+    finally:
+        service.stop()
+    table = DeltaTable(service.table_uri("orders"))
+    assert status["rows"] == 180 and table.version() >= 9
+    assert len(table.file_uris()) <= 3, "small files were not compacted"
+    assert len(list((tmp_path / "tables" / "orders").glob("*.parquet"))) <= 3, "compacted files were not vacuumed"
+    assert len(rows(service.table_uri("orders"), "id")) == 180
