@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -97,7 +97,7 @@ def topic_alter(
 
 @topic_app.command("list")
 def topic_list(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Namesrv = None) -> None:
-    """List topics with their queues and permissions.
+    """List topics with their queues, permissions and table mode.
 
     Examples:
 
@@ -107,11 +107,12 @@ def topic_list(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Namesrv
     """
     with open_client(url, namesrv) as c:
         per_broker = c.topics()
-    rows = sorted((t["name"], b, t["queues"], t["perm"]) for b, topics in per_broker.items() for t in topics)
+    rows = sorted((t["name"], b, t["queues"], t["perm"], (t.get("table") or {}).get("mode", "off"))
+                  for b, topics in per_broker.items() for t in topics)
     if as_json:
-        print_json([{"topic": name, "broker": b, "queues": q, "perm": p} for name, b, q, p in rows])
+        print_json([{"topic": name, "broker": b, "queues": q, "perm": p, "table": m} for name, b, q, p, m in rows])
         return
-    print_table(["topic", "broker", "queues", "perm"], rows, title="topics")
+    print_table(["topic", "broker", "queues", "perm", "table"], rows, title="topics")
 
 
 @topic_app.command("describe")
@@ -138,8 +139,15 @@ def topic_describe(
         rows = [(q["queue_id"], q["min_offset"], q["max_offset"], q["max_offset"] - q["min_offset"])
                 for q in t["queue_offsets"]]
         print_table(["queue", "min offset", "max offset", "messages"], rows,
-                    title=f"{t['name']} on {broker} (perm {t['perm']!r}, {t['messages']} messages, "
-                          f"{table_line(t.get('table'))})")
+                    title=f"{t['name']} on {broker} (perm {t['perm']!r}, {t['messages']} messages{_table_note(t)})")
+
+
+def _table_note(topic: dict[str, Any]) -> str:
+    """``, table typed (...): N rows, M dead letters`` for a table topic; "" without a table."""
+    status = topic.get("table_status")
+    if not status:
+        return ""
+    return f", {table_line(topic.get('table'))}: {status.get('rows')} rows, {status.get('dlq_rows')} dead letters"
 
 
 @topic_app.command("delete")

@@ -124,7 +124,7 @@ def test_listing_commands_print_json_for_scripts(quick: Any) -> None:
     assert _run(quick.url, "produce", "cli-j", "a", "b", "c", "--queue", "1").exit_code == 0
     assert _run(quick.url, "offsets", "gj", "--topic", "cli-j", "--set", "1=1").exit_code == 0
     topics = orjson.loads(_run(quick.url, "topic", "list", "--json").stdout)
-    assert {"topic": "cli-j", "broker": "broker-a", "queues": 2, "perm": "rw"} in topics
+    assert {"topic": "cli-j", "broker": "broker-a", "queues": 2, "perm": "rw", "table": "off"} in topics
     described = orjson.loads(_run(quick.url, "topic", "describe", "cli-j", "--json").stdout)
     assert [q["max_offset"] for q in described["broker-a"]["queue_offsets"]] == [0, 3]
     groups = orjson.loads(_run(quick.url, "groups", "--json").stdout)

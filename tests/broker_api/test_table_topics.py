@@ -249,3 +249,12 @@ def test_spark_reads_a_typed_upsert_table_and_its_change_feed(spark: Any, broker
     assert ("a", "update_postimage") in seen and ("a", "update_preimage") in seen
     assert ("b", "delete") in seen
     assert sorted(a for a, kind in seen if kind == "insert") == ["a", "b", "c"]
+
+
+def test_a_broker_without_tables_refuses_to_enable_one(fast_broker: Callable[..., Any]) -> None:
+    off = fast_broker(env={"SPARKMQ_TABLES__ENABLED": "false"})
+    with httpx.Client(base_url=off.url, timeout=30) as c:
+        message = _error(c.post("/v1/topics", json={"name": "t", "table": {"mode": "raw"}}), 503, "tables_disabled")
+        assert "[tables] enabled" in message
+        assert c.post("/v1/topics", json={"name": "t"}).status_code == 201
+        assert c.get("/v1/tables").json() == {"tables": {}}
