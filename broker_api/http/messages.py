@@ -41,6 +41,7 @@ from ..errors import (
     UnsupportedMediaTypeError,
 )
 from ..filters import Predicate, apply_filter, compile_filter
+from .arrow_produce import produce_columns
 from .openapi import PRODUCE_DOC, PULL_DOC, RESERVED_CHARS
 from .staging import stage_raw, wants_raw_staging
 from ..topics import TopicConfig
@@ -137,20 +138,28 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return body
 
 
-def _drafts(request: Request, raw: bytes, max_messages: int,
-            extras: dict[str, Any] | None = None) -> tuple[list[Draft], bool]:
-    """Drafts and the transactional flag; ``extras`` receives a transaction's ``check_url``."""
-    ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+def _content_type(request: Request) -> str:
+    return request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+
+
+def _query_options(request: Request, extras: dict[str, Any] | None) -> tuple[bool, tuple[int | None, ...]]:
+    """The transactional flag and the raw message's options; ``extras`` receives ``check_url``."""
     q = request.query_params
     if "check_url" in q:
         if not q["check_url"].startswith(("http://", "https://")):
             raise BadRequestError("check_url must be an http:// or https:// URL")
         if extras is not None:
             extras["check_url"] = q["check_url"]
-    transactional, raw_opts = False, _NO_OPTIONS
-    if q:  # the query's options are checked whatever the body (they apply to raw and Arrow bodies)
-        transactional = _bool_param(q, "transactional")
-        raw_opts = _raw_options(q)
+    if not q:  # the query's options are checked whatever the body (they apply to raw and Arrow bodies)
+        return False, _NO_OPTIONS
+    return _bool_param(q, "transactional"), _raw_options(q)
+
+
+def _drafts(request: Request, raw: bytes, max_messages: int,
+            extras: dict[str, Any] | None = None) -> tuple[list[Draft], bool]:
+    """Drafts and the transactional flag; ``extras`` receives a transaction's ``check_url``."""
+    ctype, q = _content_type(request), request.query_params
+    transactional, raw_opts = _query_options(request, extras)
     if ctype in _JSON_TYPES:
         return parse_json_produce(raw, max_messages, extras)
     if ctype == ARROW_STREAM:
@@ -202,6 +211,10 @@ async def produce(request: Request) -> Response:
     cfg = broker.topics.for_produce(topic)
     if wants_raw_staging(request):  # the Spark sink: staged as it came, parsed at commit
         return _json(await stage_raw(request, broker, cfg.name, raw, tx_id))
+    if not tx_id and _content_type(request) == ARROW_STREAM and not _query_options(request, None)[0]:
+        answer = await produce_columns(broker, cfg, raw, started)
+        if answer is not None:
+            return answer
     extras: dict[str, Any] = {}
     if len(raw) <= _INLINE_PARSE_BYTES:
         drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages, extras)

@@ -42,6 +42,7 @@ __all__ = [
     "Draft",
     "parse_json_produce",
     "parse_arrow_produce",
+    "check_count",
     "message_to_json",
     "batch_to_arrow",
     "batch_to_json",
@@ -168,7 +169,7 @@ def parse_json_produce(raw: bytes, max_messages: int,
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise BadRequestError('request body must be an object {"messages": [{"body": "..."}]}')
     items = doc["messages"]
-    _check_count(len(items), max_messages)
+    check_count(len(items), max_messages)
     transactional = doc.get("transactional", False)
     if not isinstance(transactional, bool):
         raise BadRequestError("'transactional' must be true or false")
@@ -187,7 +188,7 @@ def parse_json_produce(raw: bytes, max_messages: int,
     return drafts, transactional
 
 
-def _check_count(n: int, max_messages: int) -> None:
+def check_count(n: int, max_messages: int) -> None:
     if n == 0:
         raise BadRequestError("a produce request needs at least one message")
     if n > max_messages:
@@ -210,7 +211,7 @@ def parse_arrow_produce(raw: bytes, max_messages: int) -> list[Draft]:
         raise BadRequestError(f"request body is not an Arrow IPC stream ({exc})") from exc
     if "body" not in table.column_names:
         raise BadRequestError("the Arrow stream needs a 'body' column (binary or string)")
-    _check_count(table.num_rows, max_messages)
+    check_count(table.num_rows, max_messages)
     bodies = table.column("body").to_pylist()
     keys = _column(table, "keys")
     tags = _column(table, "tags")
