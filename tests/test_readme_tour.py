@@ -78,7 +78,7 @@ def test_readme_tour_runs_as_pasted(tmp_path: Path) -> None:
     answers = [(t, out) for t, out in shell_outputs if t.startswith("curl -s") and "|" not in t and "&" not in t]
     assert len(answers) >= 5
     for text, out in answers:
-        assert out.startswith("{") and out.endswith("}"), f"`{text}` printed {out[-200:]!r}"
+        assert "{" in out and out.endswith("}"), f"`{text}` printed {out[-200:]!r}"  # (& jobs may print first)
 
 
 def _slug(heading: str) -> str:
