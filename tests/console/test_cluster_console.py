@@ -20,29 +20,69 @@ from .conftest import Stack, loaded, open_view, shot
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_namesrv_console_lists_the_broker_with_its_role(page: Any, stack: Stack, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def slave(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A slave of the stack's broker (id 1), which learns its master from the NameServer."""
+    base = tmp_path_factory.mktemp("console-slave")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
+    env.update({**FAST_ENV, "SPARKMQ_BROKER__NAME": "console-broker", "SPARKMQ_BROKER__CLUSTER": "console-cluster",
+                "SPARKMQ_BROKER__BROKER_ID": "1", "SPARKMQ_BROKER__NAMESRV_ADDR": f"127.0.0.1:{stack.namesrv.port}",
+                "SPARKMQ_HA__RECONNECT_MAX_S": "0.5", "SPARKMQ_HA__METADATA_SYNC_INTERVAL_S": "1"})
+    broker = BrokerProcess(base / "data", _free_port(), env, base / "broker.log")
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+
+
+def _until(page: Any, view: str, wanted: str, tries: int = 60) -> str:
+    """Refresh ``view`` until its text holds ``wanted`` (the servers catch up in the background)."""
+    text = loaded(page, view)
+    for _ in range(tries):
+        if wanted in text:
+            return text
+        page.wait_for_timeout(250)
+        page.click("#refresh")
+        text = loaded(page, view)
+    raise AssertionError(f"{wanted!r} never appeared in the {view} view:\n{text}")
+
+
+def test_namesrv_console_lists_master_and_slave(page: Any, stack: Stack, slave: BrokerProcess,
+                                                 tmp_path: Path) -> None:
     assert stack.http.post("/v1/topics", json={"name": "con-routes", "queues": 3}).status_code in (200, 201)
-    address = f"http://127.0.0.1:{stack.broker.port}"
-    text = open_view(page, stack.namesrv.url + "/console", "cluster")
+    master, replica = f"http://127.0.0.1:{stack.broker.port}", f"http://127.0.0.1:{slave.port}"
+    open_view(page, stack.namesrv.url + "/console", "cluster")
+    text = _until(page, "cluster", replica)
     assert "console-cluster\tconsole-broker" in text  # the cluster table
-    brokers = page.locator("tbody tr", has_text=address).all_inner_texts()
-    assert len(brokers) == 1 and brokers[0].startswith(f"console-cluster\tconsole-broker\t0\tmaster\t{address}\t")
-    assert page.get_attribute(f"a[href='{address}/console']", "href") == f"{address}/console"
-    expect(page.locator("#subtitle")).to_have_text("NameServer · 1 cluster(s) · 1 live broker(s)")
+    rows = page.locator("#view tbody tr", has_text="console-broker").all_inner_texts()
+    assert any(r.startswith(f"console-cluster\tconsole-broker\t0\tmaster\t{master}\t") for r in rows), rows
+    assert any(r.startswith(f"console-cluster\tconsole-broker\t1\tslave\t{replica}\t") for r in rows), rows
+    assert page.get_attribute(f"a[href='{replica}/console']", "href") == f"{replica}/console"
+    expect(page.locator("#subtitle")).to_have_text("NameServer · 1 cluster(s) · 2 live broker(s)")
     shot(page, tmp_path / "namesrv-cluster.png")
 
     page.click("nav a[data-view='routes']")
-    loaded(page, "routes")
-    # the broker re-registers a new topic at once (data version changed) or within its interval
-    for _ in range(60):
-        if "con-routes" in page.inner_text("#view"):
-            break
-        page.wait_for_timeout(500)
-        page.click("#refresh")
-        loaded(page, "routes")
+    _until(page, "routes", "con-routes")  # a new topic is registered at once or within the interval
     row = page.locator("tbody tr", has_text="con-routes").inner_text()
-    assert row.startswith("con-routes\tconsole-broker\t3\t3\trw\tmaster " + address)
+    assert row.startswith(f"con-routes\tconsole-broker\t3\t3\trw\tmaster {master}, slave 1 {replica}"), row
     shot(page, tmp_path / "namesrv-routes.png")
+
+
+def test_broker_consoles_show_ha_state_and_lag(page: Any, stack: Stack, slave: BrokerProcess,
+                                               tmp_path: Path) -> None:
+    sent = stack.http.post("/v1/topics/con-ha/messages", json={"messages": [{"body": "replicated"}]})
+    assert sent.status_code == 200, sent.text
+    top = stack.http.get("/v1/broker").json()["store"]["commitlog_max_offset"]
+    open_view(page, stack.broker.url + "/console", "overview")
+    _until(page, "overview", f"\t{top:,}\t0 B\t")  # the slave's ack offset reached the master's end: no lag
+    assert "Connected slaves\t1" in page.inner_text("#view")
+    shot(page, tmp_path / "master-ha.png")
+
+    open_view(page, slave.url + "/console", "overview")
+    text = _until(page, "overview", "Connected to master\tyes")
+    assert "Role\tslave" in text and f"Master\t{stack.broker.url}" in text
+    expect(page.locator("#subtitle")).to_have_text("console-broker · slave · console-cluster")
+    shot(page, tmp_path / "slave-ha.png")
 
 
 def _add_user(data: Path, name: str) -> str:
