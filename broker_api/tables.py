@@ -111,10 +111,14 @@ class TableManager:
             return self._topics.set_table(name, new)
 
     def drop(self, name: str) -> None:
-        """The topic is being deleted: stop writing its table (the files stay on disk)."""
+        """The topic is being deleted with its data: stop writing its table and delete it and its DLQ table."""
         with self._lock:
             if self.service is not None and self._topics.get(name).table.enabled:
+                from connectors.tables.delta import TopicDelta
+
                 self.service.configure(name, None)
+                TopicDelta.drop(self.service.table_uri(name))
+                TopicDelta.drop(self.service.dlq_uri(name))
             self._errors.pop(name, None)
 
     def replay_dlq(self, name: str) -> dict[str, Any]:

@@ -258,3 +258,17 @@ def test_a_broker_without_tables_refuses_to_enable_one(fast_broker: Callable[...
         assert "[tables] enabled" in message
         assert c.post("/v1/topics", json={"name": "t"}).status_code == 201
         assert c.get("/v1/tables").json() == {"tables": {}}
+
+
+def test_deleting_a_topic_deletes_its_table(broker: Any, http: httpx.Client) -> None:
+    table = {"mode": "typed", "schema": "id STRING", "target_lag_s": _LAG}
+    _create(http, "gone", table)
+    _produce(http, "gone", [{"id": "old"}, "bad"])
+    _wait_rows(http, "gone", rows=1, dlq_rows=1)
+    http.delete("/v1/topics/gone").raise_for_status()
+    assert not (broker.data_dir / "tables" / "gone").exists()
+    assert not (broker.data_dir / "tables" / "gone__dlq").exists()
+    _create(http, "gone", table)  # the same name again starts empty
+    _produce(http, "gone", [{"id": "new"}])
+    _wait_rows(http, "gone", rows=1)
+    assert _sql(http, "SELECT id FROM gone") == [{"id": "new"}]
