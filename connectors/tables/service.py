@@ -106,10 +106,21 @@ class TableTopics:
                 current.evolve(spec)
             return
         table = TopicTable(topic, spec, self.table_uri(topic), self.dlq_uri(topic), self._app_id, self._upkeep)
-        table.start_at(self._store.min_phy_offset())
+        table.start_at(self._first_offset(topic))
         with self._lock:
             self._topics[topic] = table
         self._wake.set()
+
+    def _first_offset(self, topic: str) -> int:
+        """Where a backfill of ``topic`` starts: its oldest retained message (found through its consume
+        queues), else the reput offset (everything before it is in the queues, so nothing is missed)."""
+        first = int(self._store.stats()["reput_offset"])  # type: ignore[call-overload]
+        for queue_id in self._store.topics().get(topic, []):
+            page = self._store.get_messages(topic, queue_id, self._store.min_offset(topic, queue_id), 1,
+                                            settle=False)
+            if page.messages:
+                first = min(first, page.messages[0].phy_offset)
+        return max(first, self._store.min_phy_offset())
 
     def specs(self) -> dict[str, TableSpec]:
         with self._lock:

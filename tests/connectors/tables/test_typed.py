@@ -105,14 +105,16 @@ def test_day_partitioned_table_has_one_partition_per_day(store: MessageStore, ta
 
 
 def test_enabling_a_table_backfills_the_topic_from_its_oldest_message(store: MessageStore, tables: TableTopics) -> None:
-    put_json(store, "orders", [order(i) for i in range(300)])
+    put_json(store, "noise", [{"n": i} for i in range(300)])
+    put_json(store, "orders", [order(i) for i in range(100)], queue_id=1)
+    put_json(store, "orders", [order(i) for i in range(100, 300)], queue_id=0)
     put_json(store, "noise", [{"n": i} for i in range(300)])
     tables.configure("orders", typed())
-    put_json(store, "orders", [order(i) for i in range(300, 310)])
+    put_json(store, "orders", [order(i) for i in range(300, 310)], queue_id=1)
     status = wait_caught_up(tables, "orders")
     assert status["rows"] == 310
-    offsets = DeltaTable(tables.table_uri("orders")).to_pyarrow_table(columns=["_sparkmq_queue_offset"])
-    assert sorted(offsets.column(0).to_pylist()) == list(range(310))
+    ids = DeltaTable(tables.table_uri("orders")).to_pyarrow_table(columns=["order_id"]).column(0).to_pylist()
+    assert sorted(ids) == sorted(f"o{i}" for i in range(310))
 
 
 def test_disabling_stops_writes_and_stop_joins_the_thread(store: MessageStore, tables: TableTopics) -> None:
