@@ -272,3 +272,17 @@ def test_deleting_a_topic_deletes_its_table(broker: Any, http: httpx.Client) -> 
     _produce(http, "gone", [{"id": "new"}])
     _wait_rows(http, "gone", rows=1)
     assert _sql(http, "SELECT id FROM gone") == [{"id": "new"}]
+
+
+def test_spark_without_delta_reads_a_partitioned_table_snapshot(spark: Any, broker: Any, http: httpx.Client) -> None:
+    from connectors import register_table_topics
+
+    _create(http, "visits", {"mode": "typed", "schema": "page STRING, ts TIMESTAMP", "partition_by": "day(ts)",
+                             "target_lag_s": _LAG})
+    _produce(http, "visits", [{"page": "/a", "ts": "2026-11-22T10:00:00Z"}, {"page": "/b", "ts": "2026-11-23T09:00:00Z"},
+                              {"page": "/c", "ts": "2026-11-23T11:00:00Z"}])
+    _wait_rows(http, "visits", rows=3)
+    names = register_table_topics(spark, str(broker.data_dir / "tables"), topics=["visits"], mode="snapshot")
+    assert sorted(names) == ["visits", "visits__dlq"]
+    rows = spark.sql("SELECT CAST(_sparkmq_day AS STRING) AS day, count(*) AS n FROM visits GROUP BY 1 ORDER BY 1")
+    assert [(r.day, r.n) for r in rows.collect()] == [("2026-11-22", 1), ("2026-11-23", 2)]
