@@ -224,3 +224,31 @@ def redis_read_all(port: int, stream: str) -> tuple[int, float]:
                 break
             total += len(reply[0][1])
     return total, time.perf_counter() - started
+
+
+# -- volume --------------------------------------------------------------------------
+
+
+async def _count_worker(port: int, request: bytes, left: list[int], counts: dict[str, int]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while left[0] > 0:
+            left[0] -= 1
+            writer.write(request)
+            status, _, _ = await _read_response(reader)
+            key = "requests" if status == 200 else f"http_{status}"
+            counts[key] = counts.get(key, 0) + 1
+    finally:
+        writer.close()
+
+
+def http_send_count(port: int, request: bytes, count: int, connections: int) -> dict:
+    """Send ``request`` ``count`` times over ``connections`` keep-alive connections; answers by status."""
+    counts: dict[str, int] = {"requests": 0}
+    left = [count]
+
+    async def main() -> None:
+        await asyncio.gather(*(_count_worker(port, request, left, counts) for _ in range(connections)))
+
+    asyncio.run(main())
+    return counts

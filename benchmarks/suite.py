@@ -66,6 +66,8 @@ SPECS: tuple[BenchSpec, ...] = (
     BenchSpec("store", "index", "benchmarks.bench_index", ("--batches", "200", "--batch-size", "10000"),
               ("--batches", "10", "--batch-size", "10000", "--queries", "2000"), 300, 120),
     BenchSpec("broker", "broker", "benchmarks.bench_broker", ("--duration", "5"), ("--duration", "1"), 600, 180),
+    BenchSpec("broker", "broker_load", "benchmarks.bench_broker_load", ("--duration", "10", "--gigabytes", "10"),
+              ("--duration", "2", "--gigabytes", "0.2"), 1200, 240),  # issue 15: long-poll under load, RSS
     # Overload (issue 22): 1000 connections of single produce, then 24 connections of 10 MB Arrow requests.
     BenchSpec("broker", "storm", "benchmarks.bench_storm", ("--duration", "20"),
               ("--duration", "2", "--connections", "100", "--arrow-connections", "4", "--arrow-mb", "2",
