@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -85,45 +86,66 @@ def test_broker_consoles_show_ha_state_and_lag(page: Any, stack: Stack, slave: B
     shot(page, tmp_path / "slave-ha.png")
 
 
-def _add_user(data: Path, name: str) -> str:
+def _sparkmq(*args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
-    out = subprocess.run([sys.executable, "-m", "broker_api", "user", "add", name, "--super", "--data-dir", str(data)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False)
+    out = subprocess.run([sys.executable, "-m", "broker_api", *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=env, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, str]]:
-    """A broker with [auth] on and one super user; yields it and the user's token."""
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
+    """A broker with [auth] on, a super user "ops" and a "viewer" who may read topic con-open only."""
     base = tmp_path_factory.mktemp("console-auth")
-    token = _add_user(base / "data", "ops")
+    data = str(base / "data")
+    tokens = {"ops": _sparkmq("user", "add", "ops", "--super", "--data-dir", data),
+              "viewer": _sparkmq("user", "add", "viewer", "--data-dir", data)}
+    _sparkmq("acl", "grant", "viewer", "Topic:con-open", "Sub", "--data-dir", data)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
     env.update({**FAST_ENV, "SPARKMQ_AUTH__ENABLED": "true"})
     broker = BrokerProcess(base / "data", _free_port(), env, base / "broker.log")
     try:
-        yield broker.start(), token
+        yield broker.start(), tokens
     finally:
         broker.stop()
 
 
-def test_token_box_unlocks_a_secured_broker(page: Any, secured: tuple[BrokerProcess, str], tmp_path: Path) -> None:
-    broker, token = secured
+def _use_token(page: Any, token: str) -> str:
+    page.fill("#token", token)
+    page.click("#token-form button[type=submit]")
+    return loaded(page, "topics")
+
+
+def test_token_box_unlocks_a_secured_broker(page: Any, secured: tuple[BrokerProcess, dict[str, str]],
+                                            tmp_path: Path) -> None:
+    broker, tokens = secured
     text = open_view(page, broker.url + "/console", "topics")  # the page itself is open
     assert "401 unauthenticated" in text and "type a token user:secret in the token box" in text
     shot(page, tmp_path / "auth-refused.png")
+    assert "401 unauthenticated" in _use_token(page, "ops:wrong-secret")
 
-    page.fill("#token", "ops:wrong-secret")
-    page.click("#token-form button[type=submit]")
-    assert "401 unauthenticated" in loaded(page, "topics")
-
-    page.fill("#token", token)
-    page.click("#token-form button[type=submit]")
-    assert "Topics (0)" in loaded(page, "topics")
-    assert page.evaluate("sessionStorage.getItem('sparkmq.console.token')") == token
+    text = _use_token(page, tokens["ops"])
+    assert text.startswith("Topics (") and "unauthenticated" not in text
+    assert page.evaluate("sessionStorage.getItem('sparkmq.console.token')") == tokens["ops"]
     page.reload()  # the token stays for the tab's session
-    assert "Topics (0)" in loaded(page, "topics")
+    assert loaded(page, "topics").startswith("Topics (")
     expect(page.locator("#token-state")).to_have_text("token set")
 
     page.click("#token-form button[type=button]")  # Clear
     assert "401 unauthenticated" in loaded(page, "topics")
+
+
+def test_a_user_sees_what_the_acl_allows(page: Any, secured: tuple[BrokerProcess, dict[str, str]],
+                                         tmp_path: Path) -> None:
+    broker, tokens = secured
+    ops = {"Authorization": f"Bearer {tokens['ops']}"}
+    for name in ("con-open", "con-secret"):
+        made = httpx.post(f"{broker.url}/v1/topics", json={"name": name, "queues": 1}, headers=ops, timeout=30)
+        assert made.status_code in (200, 201), made.text
+    open_view(page, broker.url + "/console", "topics")
+    _use_token(page, tokens["viewer"])
+    assert page.inner_text("details[data-topic='con-open'] tbody tr") == "0\t0\t0\t0"
+    denied = page.inner_text("details[data-topic='con-secret'] .error")
+    assert denied.startswith("403 permission_denied") and "Topic:con-secret" in denied, denied
+    shot(page, tmp_path / "acl.png")

@@ -28,7 +28,8 @@ async function groupCard(name, detail, pop, topicNames) {
   const extras = POP_COUNTERS.map(([label, metric]) => `${label}: ${fmtNum(pop[metric][name] || 0)}`);
   extras.push(`%RETRY%${name}: ${retry === null ? "none" : `${fmtNum(retry)} messages`}`);
   extras.push(`%DLQ%${name}: ${dlq === null ? "none" : `${fmtNum(dlq)} messages`}`);
-  const state = detail ? (detail.consume_enabled ? "consuming" : `disabled (${detail.disabled_reason || "-"})`) : "POP only";
+  let state = "POP only";
+  if (detail) state = detail.consume_enabled ? "consuming" : `disabled (${detail.disabled_reason || "-"})`;
   return h("details", { class: "group", "data-group": name, open: true },
     h("summary", {}, h("strong", {}, name), ` ${state}, total lag ${detail ? fmtNum(detail.total_lag) : "-"}`),
     h("p", { class: "pop" }, extras.join(" · ")),

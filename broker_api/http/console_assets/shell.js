@@ -7,8 +7,14 @@ function tokenBox(onChange) {
   const input = h("input", { id: "token", type: "password", placeholder: "user:secret", value: getToken(),
     autocomplete: "off", size: 24 });
   const state = h("span", { id: "token-state" }, getToken() ? "token set" : "no token");
-  const save = (value) => { setToken(value); input.value = value; state.textContent = value ? "token set" : "no token"; onChange(); };
-  return h("form", { id: "token-form", class: "token", onsubmit: (e) => { e.preventDefault(); save(input.value.trim()); } },
+  const save = (value) => {
+    setToken(value);
+    input.value = value;
+    state.textContent = value ? "token set" : "no token";
+    onChange();
+  };
+  const submit = (e) => { e.preventDefault(); save(input.value.trim()); };
+  return h("form", { id: "token-form", class: "token", onsubmit: submit },
     h("label", { for: "token" }, "Token"), input, h("button", { type: "submit" }, "Use"),
     h("button", { type: "button", onclick: () => save("") }, "Clear"), state);
 }
