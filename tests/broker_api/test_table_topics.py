@@ -216,10 +216,22 @@ def test_cli_creates_alters_shows_and_replays(broker: Any, http: httpx.Client, t
     assert orjson.loads(offline.stdout)["rows"] == [[2]]
 
 
-def test_the_master_hands_table_settings_to_slaves(http: httpx.Client) -> None:
-    _create(http, "synced", {"mode": "raw", "target_lag_s": _LAG})
-    topics = {t["name"]: t for t in http.get("/v1/admin/metadata").json()["topics"]}
-    assert topics["synced"]["table"]["mode"] == "raw"
+def test_a_slave_keeps_the_masters_table_settings_and_writes_no_table(broker_factory: Callable[..., Any]) -> None:
+    from .ha_support import start_pair, wait_for
+
+    pair = start_pair(broker_factory)
+    m, s = pair.master.url, pair.slave.url
+    created = httpx.post(f"{m}/v1/topics", json={"name": "synced", "table": {"mode": "typed", "schema": "id STRING",
+                                                                            "target_lag_s": _LAG}}, timeout=30)
+    assert created.status_code == 201, created.text
+    _produce(httpx.Client(base_url=m, timeout=30), "synced", [{"id": "x"}])
+    wait_for(lambda: httpx.get(f"{s}/v1/topics/synced").json().get("table", {}).get("schema") == "id STRING", 20,
+             "the table settings on the slave")
+    status = httpx.get(f"{s}/v1/topics/synced").json()["table_status"]
+    assert status["writing"] is False and "slave" in status["last_error"]
+    assert not (pair.slave.data_dir / "tables").exists()
+    refused = httpx.put(f"{s}/v1/topics/synced", json={"table": {"mode": "off"}})
+    assert refused.status_code == 403 and refused.json()["error"] == "slave_read_only"
 
 
 def test_spark_reads_a_typed_upsert_table_and_its_change_feed(spark: Any, broker: Any, http: httpx.Client,
