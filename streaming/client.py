@@ -237,11 +237,14 @@ class BrokerClient:
 
     def pull_arrow(
         self, topic: str, queue_id: int, offset: int, max_messages: int, tags: str | None,
-        filter_sql: str | None = None,
+        filter_sql: str | None = None, fields: str | None = None,
     ) -> Page:
+        """One Arrow page; ``fields`` (comma separated) names the columns wanted, all when None."""
         params: dict[str, Any] = {"offset": offset, "max_messages": max_messages, "wait_ms": 0}
         if tags:
             params["tags"] = tags
+        if fields:
+            params["fields"] = fields
         if filter_sql:
             params["filter"] = filter_sql
         resp = self._request(

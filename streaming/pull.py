@@ -108,6 +108,16 @@ def _behind(page: Page, part: QueuePartition) -> bool:
             and page.max_offset < part.end)
 
 
+def _fields(opts: ReaderOptions) -> str:
+    """The broker columns this query's schema shows (topic and queue id are the partition's)."""
+    names = ["offset", "keys", "body", "born_timestamp"]
+    if opts.columns.headers:
+        names += ["tags", "properties"]
+    if opts.columns.sparkmq:
+        names += ["msg_id", "tags", "store_timestamp"]
+    return ",".join(dict.fromkeys(names))
+
+
 def _pull(
     client: BrokerClient, opts: ReaderOptions, part: QueuePartition, cur: int, deadline: float
 ) -> Page:
@@ -116,7 +126,8 @@ def _pull(
     while True:
         want = min(opts.page_size, part.end - cur)
         try:
-            page = client.pull_arrow(part.topic, part.queue_id, cur, want, opts.tags, opts.filter)
+            page = client.pull_arrow(part.topic, part.queue_id, cur, want, opts.tags, opts.filter,
+                                     _fields(opts))
             if not _behind(page, part) or time.monotonic() > min(deadline, behind_until):
                 return page
             log.warning("%s: the broker answering holds up to offset %d, %d was planned "
@@ -145,7 +156,8 @@ def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.Rec
             page = _pull(client, opts, part, cur, deadline)
             nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
             if page.table.num_rows:
-                batch = _trim(page_to_batch(page.table, opts.columns, part.broker), part.end)
+                batch = _trim(page_to_batch(page.table, opts.columns, part.broker,
+                                            (part.topic, part.queue_id)), part.end)
                 if batch.num_rows:
                     yield batch
             if nxt <= cur:

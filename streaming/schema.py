@@ -164,18 +164,27 @@ def headers_array(props: pa.MapArray, tags: pa.Array, keys: pa.Array) -> pa.Arra
 
 
 def page_to_batch(page: pa.RecordBatch | pa.Table, cols: Columns = Columns(),
-                  broker: str = "") -> pa.RecordBatch:
-    """Convert one broker Arrow page into a batch with :func:`arrow_schema`."""
+                  broker: str = "", queue: tuple[str, int] | None = None) -> pa.RecordBatch:
+    """Convert one broker Arrow page into a batch with :func:`arrow_schema`.
+
+    ``queue`` (topic, queue id) fills those columns when the page leaves them out
+    (the source asks only for the ``fields`` it needs)."""
     schema = arrow_schema(cols)
     n = page.num_rows
     if n == 0:
         return empty_batch(cols)
     keys = _as(_column(page, "keys"), _KEYS)
-    qids = _as(_column(page, "queue_id"), pa.int32())
+    names = page.schema.names
+    if queue is not None and "queue_id" not in names:
+        qids = pa.array(np.full(n, queue[1], np.int32))
+    else:
+        qids = _as(_column(page, "queue_id"), pa.int32())
+    topics = (pa.repeat(pa.scalar(queue[0], pa.string()), n) if queue is not None and "topic" not in names
+              else _as(_column(page, "topic"), pa.string()))
     arrays: dict[str, Any] = {
         "key": _first_key(keys),
         "value": _as(_column(page, "body"), pa.binary()),
-        "topic": _as(_column(page, "topic"), pa.string()),
+        "topic": topics,
         "partition": qids,
         "offset": _as(_column(page, "offset"), pa.int64()),
         "timestamp": _as(_column(page, "born_timestamp"), _TS),

@@ -43,6 +43,7 @@ from ..errors import (
 from ..filters import Predicate, apply_filter, compile_filter
 from .arrow_produce import produce_columns
 from .openapi import PRODUCE_DOC, PULL_DOC, RESERVED_CHARS
+from .pull_arrow import columns_to_arrow, parse_fields
 from .staging import stage_raw, wants_raw_staging
 from ..topics import TopicConfig
 from .wire import (
@@ -50,7 +51,6 @@ from .wire import (
     JSON_TYPES,
     Draft,
     batch_to_arrow,
-    columns_to_arrow,
     batch_to_json,
     damaged_header,
     damaged_to_json,
@@ -378,7 +378,9 @@ async def pull(request: Request) -> Response:
                    "X-Sparkmq-Min-Offset": str(result.min_offset), "X-Sparkmq-Max-Offset": str(result.max_offset)}
         if result.damaged is not None:
             headers["X-Sparkmq-Damaged"] = damaged_header(result.damaged)
-        body = columns_to_arrow(result) if isinstance(result, PullColumns) else batch_to_arrow(result.batch)
+        fields = parse_fields(q.get("fields"))
+        body = (columns_to_arrow(result, fields) if isinstance(result, PullColumns)
+                else batch_to_arrow(result.batch, fields))
         return Response(body, media_type=ARROW_STREAM, headers=headers)
     assert not isinstance(result, PullColumns)
     messages = batch_to_json(result.batch) if isinstance(result, PullBatch) else [

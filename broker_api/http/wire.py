@@ -24,12 +24,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from store import DamagedRecord, DispatchBatch, PullColumns, StoredMessage, decode_properties
+from store import DamagedRecord, DispatchBatch, StoredMessage, decode_properties
 
 from ..errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
 
@@ -45,6 +43,7 @@ __all__ = [
     "check_count",
     "message_to_json",
     "batch_to_arrow",
+    "pull_schema",
     "batch_to_json",
     "damaged_to_json",
     "damaged_header",
@@ -287,7 +286,7 @@ def _raw_properties_array(raws: list[bytes]) -> pa.Array:
                                    pa.array(values, pa.string()), type=_PROPS)
 
 
-def batch_to_arrow(batch: DispatchBatch) -> bytes:
+def batch_to_arrow(batch: DispatchBatch, fields: frozenset[str] | None = None) -> bytes:
     """One Arrow IPC stream with :data:`PULL_SCHEMA` from a columnar page (no per-row objects)."""
     arrays = [
         pa.array(batch.topics, pa.string()),
@@ -301,90 +300,19 @@ def batch_to_arrow(batch: DispatchBatch) -> bytes:
         pa.array(batch.born_timestamps, pa.int64()).cast(_TS),
         pa.array(batch.store_timestamps, pa.int64()).cast(_TS),
     ]
+    schema = pull_schema(fields)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, PULL_SCHEMA) as writer:
+    with pa.ipc.new_stream(sink, schema) as writer:
         if len(batch):
-            writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=PULL_SCHEMA))
+            writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=PULL_SCHEMA).select(schema.names))
     return sink.getvalue().to_pybytes()
 
 
-def _ranges(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The byte ranges ``[start, start+length)`` back to back, and their int32 offsets (n + 1)."""
-    offsets = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    idx = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
-    return u8[idx], offsets.astype(np.int32)
-
-
-def _strings(typ: pa.DataType, data: Any, offsets: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
-    """A string/binary array over ``data`` (bytes or uint8) with ``offsets``; null where not ``valid``."""
-    mask = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(typ, len(offsets) - 1, [mask, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _per_row(u8: np.ndarray, rows: np.ndarray, starts: np.ndarray, lengths: np.ndarray, n: int) -> pa.Array:
-    """One string per row from the ranges of pairs at ``rows`` (at most one each); null elsewhere."""
-    data, _ = _ranges(u8, starts, lengths)
-    per_row = np.zeros(n, np.int64)
-    per_row[rows] = lengths
-    offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
-    valid = np.zeros(n, bool)
-    valid[rows] = True
-    return _strings(pa.string(), data, offsets, valid)
-
-
-_TAGS, _KEYS = (int.from_bytes(name, "little") for name in (b"TAGS", b"KEYS"))
-
-
-def _property_columns(raw: bytes, offsets: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """keys, tags and properties from the codec's ``name\\x01value\\x02`` blobs, per page (no per-row loop)."""
-    n, u8 = len(offsets) - 1, np.frombuffer(raw, np.uint8)
-    ends, seps = np.flatnonzero(u8 == 2), np.flatnonzero(u8 == 1)
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
-    rows = np.searchsorted(offsets, starts, side="right") - 1
-    name4 = u8[np.minimum(starts[:, None] + np.arange(4), max(0, len(u8) - 1))].copy().view("<u4").ravel()
-    short = (seps - starts) == 4
-    is_tags, is_keys = short & (name4 == _TAGS), short & (name4 == _KEYS)
-    other = ~(is_tags | is_keys)
-    tags = _per_row(u8, rows[is_tags], seps[is_tags] + 1, ends[is_tags] - seps[is_tags] - 1, n)
-    joined = _per_row(u8, rows[is_keys], seps[is_keys] + 1, ends[is_keys] - seps[is_keys] - 1, n)
-    split = pc.split_pattern(joined.drop_null(), "\x03")
-    counts = np.zeros(n, np.int64)
-    counts[rows[is_keys]] = pc.list_value_length(split).to_numpy(zero_copy_only=False)
-    key_offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    keys = pa.ListArray.from_arrays(key_offsets, split.flatten().cast(pa.string()), type=pa.list_(pa.string()))
-    names = _strings(pa.string(), *_ranges(u8, starts[other], seps[other] - starts[other]))
-    values = _strings(pa.string(), *_ranges(u8, seps[other] + 1, ends[other] - seps[other] - 1))
-    per_row = np.bincount(rows[other], minlength=n)
-    map_offsets = pa.array(np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32))
-    return keys, tags, pa.MapArray.from_arrays(map_offsets, names, values, type=_PROPS)
-
-
-def columns_to_arrow(page: PullColumns) -> bytes:
-    """One Arrow IPC stream with :data:`PULL_SCHEMA` from flat page buffers: every column built per page."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, PULL_SCHEMA) as writer:
-        if len(page):
-            writer.write_batch(_page_batch(page))
-    return sink.getvalue().to_pybytes()
-
-
-def _page_batch(page: PullColumns) -> pa.RecordBatch:
-    n, topic = len(page), page.topic.encode()
-    ids = np.empty((n, 2), ">u8")
-    ids[:, 0], ids[:, 1] = page.store_hosts, page.phy_offsets
-    keys, tags, props = _property_columns(page.properties, page.property_offsets)
-    arrays = [
-        _strings(pa.string(), topic * n, np.arange(0, (n + 1) * len(topic), len(topic), dtype=np.int32)),
-        pa.array(np.full(n, page.queue_id, np.int32)),
-        pa.array(page.queue_offsets),
-        _strings(pa.string(), ids.tobytes().hex().upper().encode(), np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
-        keys, tags, props,
-        _strings(pa.binary(), page.bodies, page.body_offsets),
-        pa.array(page.born_timestamps).view(_TS),
-        pa.array(page.store_timestamps).view(_TS),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=PULL_SCHEMA)
+def pull_schema(fields: frozenset[str] | None = None) -> pa.Schema:
+    """:data:`PULL_SCHEMA`, or its ``fields`` in schema order (a pull's ``fields`` parameter)."""
+    if fields is None:
+        return PULL_SCHEMA
+    return pa.schema([f for f in PULL_SCHEMA if f.name in fields])
 
 
 def damaged_to_json(d: DamagedRecord) -> dict[str, Any]:

@@ -9,15 +9,16 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker_api.http.wire import batch_to_arrow, columns_to_arrow
+from broker_api.http.pull_arrow import columns_to_arrow
+from broker_api.http.wire import batch_to_arrow
 from store import PullBatch, PullColumns
 from store.config import StoreConfig
 from store.message import GetStatus, Message
 from store.message_store import MessageStore
 
 
-def _arrow(page: PullBatch | PullColumns) -> pa.Table:
-    raw = columns_to_arrow(page) if isinstance(page, PullColumns) else batch_to_arrow(page.batch)
+def _arrow(page: PullBatch | PullColumns, fields: frozenset[str] | None = None) -> pa.Table:
+    raw = columns_to_arrow(page, fields) if isinstance(page, PullColumns) else batch_to_arrow(page.batch, fields)
     return pa.ipc.open_stream(raw).read_all()
 
 
@@ -54,6 +55,9 @@ def test_flat_pages_equal_column_pages_over_a_whole_queue(tmp_path_factory: obje
                 assert (flat.status, flat.next_offset, flat.min_offset, flat.max_offset) == (
                     cols.status, cols.next_offset, cols.min_offset, cols.max_offset)
                 assert _arrow(flat).equals(_arrow(cols))
+                some = frozenset({"body", "offset", "keys", "born_timestamp"})
+                assert _arrow(flat, some).equals(_arrow(cols, some))
+                assert _arrow(flat, some).column_names == ["offset", "keys", "body", "born_timestamp"]
                 if flat.status != GetStatus.FOUND:
                     break
                 offset = flat.next_offset

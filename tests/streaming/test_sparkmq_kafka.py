@@ -193,3 +193,80 @@ def test_option_typos_fail_naming_the_option_and_the_valid_ones(
         (spark.createDataFrame([("v",)], "value string").write.format("sparkmq")
          .option("endpoint", b.url).option("topic", "t").option("sinkId2", "x")
          .mode("append").save())
+
+
+def test_more_kafka_guide_examples_pattern_assign_and_kafka_rows_into_the_sink(
+    spark: Any, broker_factory: Any, tmp_path: Path
+) -> None:
+    b = broker_factory(env=NO_MIRROR)
+    streaming.register(spark)
+    for name, queues in (("topic1", 2), ("topic2", 1), ("out-topic1", 2), ("out-topic2", 1),
+                         ("kafka-rows", 3)):
+        create_topic(b.url, name, queues=queues)
+    produce(b.url, "topic1", 40, queues=2)
+    produce(b.url, "topic2", 6, queues=1)
+    wait_visible(b.url, "topic1", 40)
+    wait_visible(b.url, "topic2", 6)
+
+    # "Subscribe to multiple topics" -> "Write ... using a topic specified in the data"
+    df = spark \
+        .readStream \
+        .format("sparkmq") \
+        .option("endpoint", b.url) \
+        .option("subscribe", "topic1,topic2") \
+        .option("startingOffsets", "earliest") \
+        .load()
+    ds = df \
+        .selectExpr("concat('out-', topic) AS topic", "CAST(key AS STRING)", "CAST(value AS STRING)") \
+        .writeStream \
+        .format("sparkmq") \
+        .option("endpoint", b.url) \
+        .option("checkpointLocation", checkpoint(tmp_path, "by-data")) \
+        .trigger(availableNow=True) \
+        .start()
+    ds.awaitTermination(180)
+    assert ds.exception() is None
+    assert sum(wait_visible(b.url, "out-topic1", 40).values()) == 40  # queues by key hash
+    assert wait_visible(b.url, "out-topic2", 6) == {0: 6}
+
+    # "Subscribe to a pattern" (Kafka's partial match: 'out-topic1' contains 'topic1')
+    q = spark \
+        .readStream \
+        .format("sparkmq") \
+        .option("endpoint", b.url) \
+        .option("subscribePattern", "topic1") \
+        .option("startingOffsets", "earliest") \
+        .load() \
+        .selectExpr("topic", "CAST(key AS STRING)", "CAST(value AS STRING)") \
+        .writeStream.format("memory").queryName("pattern_rows") \
+        .option("checkpointLocation", checkpoint(tmp_path, "pattern")) \
+        .trigger(availableNow=True).start()
+    q.awaitTermination(180)
+    assert q.exception() is None
+    got = spark.sql("SELECT topic, key, value FROM pattern_rows").collect()
+    assert sorted({r.topic for r in got}) == ["out-topic1", "topic1"] and len(got) == 80
+    assert ("topic1", "k7", "topic1-7") in [tuple(r) for r in got]
+
+    # "assign": only the named queues, in a stream and in a batch read
+    def assigned(reader: Any) -> list[tuple[str, int]]:
+        frame = reader.format("sparkmq").option("endpoint", b.url) \
+            .option("assign", """{"topic1":[1],"topic2":[0]}""").load()
+        return sorted({(r.topic, r.partition) for r in frame.select("topic", "partition").collect()})
+
+    assert assigned(spark.read) == [("topic1", 1), ("topic2", 0)]
+
+    # Kafka-shaped rows into the sink: binary key, partition and headers are honoured
+    spark.createDataFrame(
+        [(b"k0", b"v0", 2, [("h", b"x")]), (None, b"v1", 0, None), (b"k2", b"v2", None, [])],
+        "key binary, value binary, partition int, headers array<struct<key:string,value:binary>>",
+    ).write.format("sparkmq").option("endpoint", b.url).option("topic", "kafka-rows") \
+        .mode("append").save()
+    wait_visible(b.url, "kafka-rows", 3)
+    back = spark.read.format("sparkmq").option("endpoint", b.url).option("subscribe", "kafka-rows") \
+        .option("includeHeaders", "true").load() \
+        .selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v", "partition",
+                    "filter(headers, h -> h.key = 'h') AS h").collect()
+    rows = {r.v: r for r in back}
+    assert (rows["v0"].k, rows["v0"].partition, [bytes(h.value) for h in rows["v0"].h]) == (
+        "k0", 2, [b"x"])
+    assert (rows["v1"].k, rows["v1"].partition) == (None, 0) and rows["v2"].k == "k2"
