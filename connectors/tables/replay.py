@@ -32,6 +32,7 @@ from ..errors import TableError
 from ..rows import MESSAGE_SCHEMA
 from .merge import upsert_plan
 from .schema import KEY_COLUMN, OFFSET_COLUMN, STORE_TIME_COLUMN
+from .source import Source
 from .translate import TOMBSTONE, conform
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def replay_dead_letters(table: TopicTable, store: MessageStore) -> dict[str, int
     if letters.num_rows == 0:
         return {"replayed": 0, "remaining": 0}
     raw = conform(letters, MESSAGE_SCHEMA).sort_by("commitlog_offset")
-    out = table.translator.translate(raw)
+    out = table.translator.translate(Source.from_table(raw))
     try:
         if table.spec.write_mode == "upsert":
             fresh = _not_superseded(out.rows, store, table.topic)

@@ -24,9 +24,10 @@ import numpy as np
 from store import DispatchBatch, MessageStore
 
 from ..errors import TableError
-from ..rows import MESSAGE_SCHEMA, batch_to_table, keep_mask
+from ..rows import keep_mask
 from .replay import replay_dead_letters
 from .schema import check_evolution, validate_spec
+from .source import Source
 from .spec import TableSpec
 from .topic import TopicTable, Upkeep
 
@@ -202,12 +203,11 @@ class TableTopics:
                 continue
             mask = visible & (topics == table.topic) & (phy >= table.next)
             if mask.all():
-                table.absorb(batch_to_table(batch, from_offset=0, bodies=True), batch.end_offset)
+                table.absorb(Source.from_batch(batch), batch.end_offset)
             elif mask.any():
-                sub = batch.take(np.flatnonzero(mask))
-                table.absorb(batch_to_table(sub, from_offset=0, bodies=True), batch.end_offset)
+                table.absorb(Source.from_batch(batch.take(np.flatnonzero(mask))), batch.end_offset)
             else:
-                table.absorb(_EMPTY, batch.end_offset)
+                table.absorb(None, batch.end_offset)
 
     def _reput_settled(self, timeout_s: float) -> int:
         """The reput offset once it reached the CommitLog's end (or after ``timeout_s``)."""
@@ -247,5 +247,3 @@ class TableTopics:
                 _log.exception("table topic %s could not commit its last rows; they are written on restart",
                                table.topic)
 
-
-_EMPTY = MESSAGE_SCHEMA.empty_table()

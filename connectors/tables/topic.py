@@ -28,6 +28,7 @@ from ..errors import TableError
 from .delta import TopicDelta
 from .merge import upsert_plan
 from .schema import partition_column
+from .source import Source
 from .spec import TableSpec
 from .translate import DLQ_SCHEMA, Translator, last_per_key
 
@@ -97,20 +98,20 @@ class TopicTable:
 
     # -- writer thread -------------------------------------------------------
 
-    def absorb(self, raw: pa.Table, end_offset: int) -> None:
-        """Translate this topic's raw rows (past ``next``) and buffer them; ``next`` moves to ``end_offset``."""
+    def absorb(self, src: Source | None, end_offset: int) -> None:
+        """Translate this topic's messages (past ``next``) and buffer them; ``next`` moves to ``end_offset``."""
         with self.lock:
             if self.closed:
                 return
-            if raw.num_rows:
-                out = self.translator.translate(raw)
+            if src is not None and len(src):
+                out = self.translator.translate(src)
                 if not self._pending_rows and not self._pending_dlq:
-                    self.pending_ts_ms = int(raw["store_timestamp"][0].value // 1000)
+                    self.pending_ts_ms = src.first_store_ms
                     self._since = time.monotonic()
                 self._pending.append(out.rows)
                 if out.dlq.num_rows:
                     self._pending_dlq.append(out.dlq)
-                self._pending_rows += raw.num_rows
+                self._pending_rows += len(src)
             self.next = max(self.next, end_offset)
             if not self._pending_rows:
                 self.committed = self.next

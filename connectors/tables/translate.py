@@ -1,7 +1,6 @@
-"""Translate a topic's raw message rows (the mirror's columns) into table rows and dead-letter rows.
+"""Translate a topic's messages (a :class:`.source.Source`) into table rows and dead-letter rows.
 
-Input is a table in :data:`connectors.rows.MESSAGE_SCHEMA` (bodies included), one
-row per message of the topic, in CommitLog order.  Output:
+Input: the messages of one topic in CommitLog order.  Output:
 
 - raw mode: the same rows (plus a derived partition column if asked);
 - typed mode: the schema's columns decoded from the bodies, the ``_sparkmq_*``
@@ -22,17 +21,13 @@ import pyarrow.compute as pc
 from ..rows import MESSAGE_SCHEMA
 from .decode import Decoder
 from .schema import KEY_COLUMN, OFFSET_COLUMN, STORE_TIME_COLUMN, columns, partition_column, table_schema
+from .source import Source
 from .spec import TableSpec
 
-__all__ = ["DLQ_SCHEMA", "TOMBSTONE", "Translated", "Translator", "conform"]
+__all__ = ["DLQ_SCHEMA", "TOMBSTONE", "Translated", "Translator", "conform", "last_per_key"]
 
 DLQ_SCHEMA = pa.schema([*MESSAGE_SCHEMA, pa.field("error_field", pa.string()), pa.field("error", pa.string())])
 TOMBSTONE = "__tombstone"
-_META_SOURCES = (
-    ("_sparkmq_queue_id", "queue_id"), ("_sparkmq_queue_offset", "queue_offset"), (OFFSET_COLUMN, "commitlog_offset"),
-    ("_sparkmq_msg_id", "msg_id"), ("_sparkmq_tags", "tags"), ("_sparkmq_properties", "properties"),
-    (STORE_TIME_COLUMN, "store_timestamp"),
-)
 
 
 @dataclass
@@ -61,48 +56,41 @@ class Translator:
     def offset_column(self) -> str:
         return "commitlog_offset" if self.spec.mode == "raw" else OFFSET_COLUMN
 
-    def translate(self, raw: pa.Table) -> Translated:
+    def translate(self, src: Source) -> Translated:
         if self._decoder is None:
-            return Translated(conform(self._with_partition(raw), self.schema), DLQ_SCHEMA.empty_table())
-        keys = first_keys(raw["keys"])
+            return Translated(conform(self._with_partition(src.raw(None)), self.schema), DLQ_SCHEMA.empty_table())
+        n = len(src)
         if not self._upsert:
-            return self._typed(raw, keys, np.ones(raw.num_rows, dtype=bool))
-        tomb = np.asarray(pc.equal(pc.binary_length(raw["body"]), 0).fill_null(True))
-        has_key = np.asarray(pc.is_valid(keys))
-        out = self._typed(raw, keys, ~tomb & has_key, extra_bad=~has_key)
-        tombs = self._tombstones(raw, keys, tomb & has_key)
+            return self._typed(src, np.ones(n, dtype=bool))
+        tomb = np.fromiter(map(len, src.bodies), dtype=np.int64, count=n) == 0
+        has_key = np.asarray(pc.is_valid(src.keys))
+        out = self._typed(src, ~tomb & has_key, extra_bad=~has_key)
+        tombs = self._tombstones(src, tomb & has_key)
         rows = pa.concat_tables([out.rows.append_column(TOMBSTONE, pa.repeat(False, out.rows.num_rows)), tombs])
         return Translated(last_per_key(rows), out.dlq)
 
-    def _typed(self, raw: pa.Table, keys: pa.Array, decode_mask: np.ndarray,
-               extra_bad: np.ndarray | None = None) -> Translated:
+    def _typed(self, src: Source, decode_mask: np.ndarray, extra_bad: np.ndarray | None = None) -> Translated:
         assert self._decoder is not None
+        everything = bool(decode_mask.all())
         idx = np.flatnonzero(decode_mask)
-        bodies = raw["body"].take(pa.array(idx)).to_pylist() if len(idx) < raw.num_rows else raw["body"].to_pylist()
+        bodies = src.bodies if everything else [src.bodies[i] for i in idx.tolist()]
         decoded = self._decoder.decode(bodies)
         good = idx[decoded.good]
-        everything = len(good) == raw.num_rows
-        meta = raw if everything else raw.take(pa.array(good))
         rows = decoded.table
-        for name, source in _META_SOURCES:
-            rows = rows.append_column(name, meta[source])
-        rows = rows.append_column(KEY_COLUMN, keys if everything else keys.take(pa.array(good)))
+        for name, column in src.meta(None if len(good) == len(src) else good).items():
+            rows = rows.append_column(name, column)
         rows = conform(self._with_partition(rows), self.schema)
         errors = [(int(idx[i]), f, e) for i, (f, e) in decoded.errors.items()]
         if extra_bad is not None:
             errors += [(int(i), None, "write_mode 'upsert' needs a message key (keys[0]); this message has none")
                        for i in np.flatnonzero(extra_bad)]
-        return Translated(rows, dead_letters(raw, errors))
+        return Translated(rows, dead_letters(src, errors))
 
-    def _tombstones(self, raw: pa.Table, keys: pa.Array, mask: np.ndarray) -> pa.Table:
-        idx = pa.array(np.flatnonzero(mask))
-        meta = raw.take(idx)
+    def _tombstones(self, src: Source, mask: np.ndarray) -> pa.Table:
+        idx = np.flatnonzero(mask)
         data = {f.name: pa.nulls(len(idx), f.type) for f in self.schema}
-        for name, source in _META_SOURCES:
-            data[name] = meta[source].combine_chunks()
-        data[KEY_COLUMN] = keys.take(idx)
-        table = pa.table(data, schema=self.schema)
-        table = conform(self._with_partition(table), self.schema)
+        data.update(src.meta(idx))
+        table = conform(self._with_partition(pa.table(data)), self.schema)
         return table.append_column(TOMBSTONE, pa.repeat(True, len(idx)))
 
     def _with_partition(self, rows: pa.Table) -> pa.Table:
@@ -126,19 +114,6 @@ def _time_source(rows: pa.Table, field: str, mode: str) -> pa.ChunkedArray:
     return column
 
 
-def first_keys(keys: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Each row's first key (null when it has none), column-wise."""
-    arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    first = pc.list_slice(arr, 0, 1)
-    flat = pc.list_flatten(first)
-    parents = np.asarray(pc.list_parent_indices(first))
-    if len(parents) == len(arr):
-        return flat
-    out = np.full(len(arr), None, dtype=object)
-    out[parents] = flat.to_numpy(zero_copy_only=False)
-    return pa.array(out, pa.string())
-
-
 def last_per_key(rows: pa.Table) -> pa.Table:
     """Keep each key's row with the highest CommitLog offset (a MERGE needs one source row per key)."""
     if rows.num_rows <= 1:
@@ -147,12 +122,12 @@ def last_per_key(rows: pa.Table) -> pa.Table:
     return rows.filter(pc.is_in(rows[OFFSET_COLUMN], value_set=last[f"{OFFSET_COLUMN}_max"]))
 
 
-def dead_letters(raw: pa.Table, errors: list[tuple[int, str | None, str]]) -> pa.Table:
+def dead_letters(src: Source, errors: list[tuple[int, str | None, str]]) -> pa.Table:
     """The raw rows at the given positions with their ``error_field`` and ``error``."""
     if not errors:
         return DLQ_SCHEMA.empty_table()
     errors.sort()
-    rows = raw.select(MESSAGE_SCHEMA.names).take(pa.array([i for i, _, _ in errors]))
+    rows = src.raw(np.asarray([i for i, _, _ in errors], dtype=np.int64)).select(MESSAGE_SCHEMA.names)
     rows = rows.append_column("error_field", pa.array([f for _, f, _ in errors], pa.string()))
     return rows.append_column("error", pa.array([e for _, _, e in errors], pa.string()))
 
