@@ -75,9 +75,10 @@ def test_spark_sql_over_the_live_mirror_sees_new_rows_without_re_registering(spa
     assert [tuple(r) for r in counts] == [("orders", 50)]
 
 
-def test_read_stream_of_the_mirror_table_yields_only_new_messages_each_run(spark: Any, mirror: tuple[str, str],
-                                                                          tmp_path: Path) -> None:
-    url, table = mirror
+def test_read_stream_of_the_mirror_table_yields_only_new_messages_each_run(
+        spark: Any, broker_factory: Callable[..., Any], tmp_path: Path) -> None:
+    b = broker_factory(env={**_FAST, "SPARKMQ_MIRROR__COMPACT_EVERY_COMMITS": "2"})
+    url, table = b.url, str(b.data_dir / "delta" / "messages")
     _produce(url, "clicks", [f"c-{i}" for i in range(10)])
     _wait_mirrored(url)
     seen: list[list[str]] = []
@@ -97,10 +98,14 @@ def test_read_stream_of_the_mirror_table_yields_only_new_messages_each_run(spark
         seen.append(sorted(got, key=lambda b: int(b[2:])))
 
     run_once()
-    _produce(url, "clicks", [f"c-{i}" for i in range(10, 15)])
-    _wait_mirrored(url)
+    first_run_version = DeltaTable(table).version()
+    for i in range(10, 15):  # one mirror commit each; every second one is followed by a compaction
+        _produce(url, "clicks", [f"c-{i}"])
+        _wait_mirrored(url)
     run_once()
     assert seen == [[f"c-{i}" for i in range(10)], [f"c-{i}" for i in range(10, 15)]]
+    later = [h for h in DeltaTable(table).history() if h["version"] > first_run_version]
+    assert any(h.get("operation") == "OPTIMIZE" for h in later)  # compactions do not stop or repeat the stream
 
 
 def test_time_travel_by_version_on_both_paths(spark: Any, mirror: tuple[str, str]) -> None:
