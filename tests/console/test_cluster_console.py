@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +11,11 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from broker_api.auth import PolicyEntry, UserStore
 from tests.broker_api.conftest import FAST_ENV
 from tests.conftest import BrokerProcess, _free_port
 
 from .conftest import Stack, loaded, open_view, shot
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -86,22 +83,13 @@ def test_broker_consoles_show_ha_state_and_lag(page: Any, stack: Stack, slave: B
     shot(page, tmp_path / "slave-ha.png")
 
 
-def _sparkmq(*args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
-    out = subprocess.run([sys.executable, "-m", "broker_api", *args], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, env=env, check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
     """A broker with [auth] on, a super user "ops" and a "viewer" who may read topic con-open only."""
     base = tmp_path_factory.mktemp("console-auth")
-    data = str(base / "data")
-    tokens = {"ops": _sparkmq("user", "add", "ops", "--super", "--data-dir", data),
-              "viewer": _sparkmq("user", "add", "viewer", "--data-dir", data)}
-    _sparkmq("acl", "grant", "viewer", "Topic:con-open", "Sub", "--data-dir", data)
+    users = UserStore(base / "data" / "auth")  # what `sparkmq user add` / `sparkmq acl grant` write
+    tokens = {"ops": "ops:" + users.add_user("ops", super_user=True), "viewer": "viewer:" + users.add_user("viewer")}
+    users.grant("viewer", PolicyEntry("Topic:con-open", ("Sub",)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
     env.update({**FAST_ENV, "SPARKMQ_AUTH__ENABLED": "true"})
     broker = BrokerProcess(base / "data", _free_port(), env, base / "broker.log")
