@@ -128,3 +128,21 @@ def test_disabling_stops_writes_and_stop_joins_the_thread(store: MessageStore, t
     tables.stop()
     assert DeltaTable(tables.table_uri("orders")).to_pyarrow_table().num_rows == 1
     assert not [t for t in threading.enumerate() if t.name == "sparkmq-table-topics"]
+
+
+def test_spark_ddl_schema_types_and_their_dead_letters(store: MessageStore, tables: TableTopics) -> None:
+    ddl = "order_id STRING NOT NULL, amount DECIMAL(8,2), qty SMALLINT, day DATE, tags ARRAY<STRING>"
+    tables.configure("orders", TableSpec.from_json({"mode": "typed", "schema": ddl, "target_lag_s": 0.2}))
+    put_json(store, "orders", [
+        {"order_id": "a", "amount": "12.50", "qty": 3, "day": "2026-03-01", "tags": ["x", "y"]},
+        {"order_id": "b", "amount": 7, "qty": 40000},
+        {"order_id": "c", "amount": 1.234},
+        {"order_id": "d", "day": 20260301},
+    ])
+    status = wait_caught_up(tables, "orders")
+    assert (status["rows"], status["dlq_rows"]) == (1, 3)
+    row = DeltaTable(tables.table_uri("orders")).to_pyarrow_table().to_pylist()[0]
+    assert (str(row["amount"]), row["qty"], row["day"], row["tags"]) == ("12.50", 3, dt.date(2026, 3, 1), ["x", "y"])
+    errors = DeltaTable(tables.dlq_uri("orders")).to_pyarrow_table().sort_by("commitlog_offset")["error"].to_pylist()
+    assert errors == ["field 'qty': 40000 does not fit int16", "field 'amount': 1.234 has more than 2 decimal places",
+                      "field 'day': expected ISO 8601 date string, got integer 20260301"]
