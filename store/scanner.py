@@ -12,7 +12,8 @@ Work is split so that Python pays per record only what cannot be avoided:
    runs of equal-size records as one array;
 2. headers: numpy gathers the 88-byte headers of all records at once and
    checks magic, physical offsets and lengths as arrays;
-3. CRC (recovery): one zlib call per body, from C-level maps;
+3. CRC (recovery): one zlib call per run of equal records (:mod:`.crc_fold`),
+   one per body elsewhere;
 4. columns (dispatch): topics and tags decoded per distinct value, tag and
    key spans found by numpy (:mod:`.record_columns`, :mod:`.props_scan`);
    bodies, keys and ids only when a dispatcher asks for them.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import codec
+from .crc_fold import run_ok
 from .dispatch import DispatchBatch
 from .record_columns import RecordColumns
 
@@ -196,11 +198,24 @@ def _headers(buf: bytes, base_offset: int, st: np.ndarray) -> _Headers:
 
 
 def _crc_ok(buf: bytes, h: _Headers) -> np.ndarray:
-    b0 = h.st + _HS
-    with memoryview(buf) as mv:  # C-level maps: no Python frame per record
-        bodies = map(mv.__getitem__, map(slice, b0.tolist(), (b0 + h.blen).tolist()))
-        crcs = np.fromiter(map(zlib.crc32, bodies), np.uint32, len(b0))
-    return crcs == h.hdr["crc"]
+    """Whether each record's body matches its CRC: a run of equal records at once
+    (:mod:`.crc_fold`), and record by record where a run fails or there is none."""
+    n = len(h.st)
+    ok, todo = np.zeros(n, bool), np.ones(n, bool)
+    u8 = np.frombuffer(buf, np.uint8)
+    for lo, hi in _arithmetic_runs(h.st, 64):
+        length = int(h.blen[lo])
+        if length > 0 and (h.blen[lo:hi] == length).all() and run_ok(
+                u8, int(h.st[lo]) + _HS, int(h.st[lo + 1] - h.st[lo]), hi - lo, length, h.hdr["crc"][lo:hi]):
+            ok[lo:hi], todo[lo:hi] = True, False
+    rows = np.flatnonzero(todo)
+    if len(rows):
+        b0 = h.st[rows] + _HS
+        with memoryview(buf) as mv:  # C-level maps: no Python frame per record
+            bodies = map(mv.__getitem__, map(slice, b0.tolist(), (b0 + h.blen[rows]).tolist()))
+            crcs = np.fromiter(map(zlib.crc32, bodies), np.uint32, len(rows))
+        ok[rows] = crcs == h.hdr["crc"][rows]
+    return ok
 
 
 def scan_chunk(buf: bytes, base_offset: int, *, check_crc: bool, store_host: int, collect: bool = True) -> ScanResult:

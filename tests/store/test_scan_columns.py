@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from store import Message, codec
 from store.index_service import key_hash
+from store.crc_fold import run_ok
 from store.scanner import ScanStop, scan_chunk
 
 HOST = codec.encode_host("10.1.2.3:10911")
@@ -86,3 +87,29 @@ def test_a_record_cut_short_after_a_run_is_reported_short() -> None:
     res = scan_chunk(data[:-10], 0, check_crc=True, store_host=HOST)
     assert res.stop is ScanStop.SHORT and len(res.batch) == 99
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 300), st.integers(0, 40), st.integers(0, 2**32 - 1),
+       st.sampled_from(["none", "body", "crc"]))
+def test_run_crc_check_agrees_with_zlib(count: int, length: int, gap: int, seed: int, damage: str) -> None:
+    """The folded check of a run passes exactly when every body matches its CRC (single damage)."""
+    rng = np.random.default_rng(seed)
+    stride = length + gap
+    u8 = rng.integers(0, 256, count * stride, dtype=np.uint8)
+    crcs = np.array([zlib.crc32(u8[i * stride:i * stride + length].tobytes()) for i in range(count)], np.uint32)
+    victim = int(rng.integers(0, count))
+    if damage == "body":
+        u8[victim * stride + int(rng.integers(0, length))] ^= 1 << int(rng.integers(0, 8))
+    elif damage == "crc":
+        crcs[victim] ^= np.uint32(1 << int(rng.integers(0, 32)))
+    assert run_ok(u8, 0, stride, count, length, crcs) is (damage == "none")
+
+
+def test_recovery_scan_names_a_damaged_body_inside_a_long_run() -> None:
+    msgs = [Message(topic="t", body=bytes([i % 200]) * 100, keys=(f"k{i:04d}",)) for i in range(3000)]
+    data = bytearray(_encode(msgs))
+    size = len(data) // 3000
+    data[size * 2222 + 88 + 50] ^= 0x10
+    res = scan_chunk(bytes(data), 0, check_crc=True, store_host=HOST)
+    assert res.stop is ScanStop.INVALID and res.consumed == size * 2222
