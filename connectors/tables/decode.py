@@ -2,6 +2,8 @@
 
 The fast path joins the bodies with newlines and hands them to pyarrow's JSON
 reader with the table's schema (unknown fields ignored): no Python per field.
+Blank bodies are set aside first, so every body yields at least one row and a
+row count equal to the body count means one row per body.
 When the reader rejects a range (or yields a different number of rows), the
 range is halved until the failing bodies are single; only those are looked at
 in Python (:mod:`.diagnose`) to say which field is wrong and why.  Required
@@ -47,8 +49,17 @@ class Decoder:
         """Decode every body; bodies that fail land in ``errors`` with the field and the reason."""
         parts: list[tuple[int, pa.Table]] = []
         errors: dict[int, tuple[str | None, str]] = {}
-        self._decode_range(bodies, 0, len(bodies), parts, errors)
+        # A blank body yields no row: decode only the others, so every body decoded yields at least one row
+        # and a row count equal to the body count means one row per body.
+        blank = [not b or b.isspace() for b in bodies]
+        where = np.flatnonzero(~np.asarray(blank, dtype=bool)) if any(blank) else None
+        todo = bodies if where is None else [bodies[i] for i in where.tolist()]
+        self._decode_range(todo, 0, len(todo), parts, errors)
         good = np.concatenate([np.arange(lo, lo + t.num_rows) for lo, t in parts]) if parts else np.zeros(0, np.int64)
+        if where is not None:
+            good = where[good]
+            errors = {int(where[i]): e for i, e in errors.items()}
+            errors.update({i: diagnose(bodies[i], self._columns, None) for i in np.flatnonzero(blank).tolist()})
         table = pa.concat_tables([t for _, t in parts]) if parts else self._empty
         table = table.cast(self._target)
         keep = self._check_values(table, good, errors)
