@@ -77,6 +77,7 @@ def test_message_search_by_key_id_and_time(page: Any, stack: Stack, tmp_path: Pa
     assert "2 message(s)" in found and "hello from the console test" in found and "00 01 fe ff" in found
     shot(page, tmp_path / "search.png")
 
+    assert "a search by key needs: key" in _search(page, "key", topic="con-search", key="")
     found = _search(page, "id", msg_id="7F0000010000000100000000FFFFFFFF")
     assert "404 message_not_found: no CommitLog segment holds offset 4294967295" in found  # the API's own words
 

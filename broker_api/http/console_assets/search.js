@@ -54,6 +54,13 @@ async function byTime(v) {
 }
 
 const MODES = { key: byKey, id: byId, time: byTime };
+const NEEDS = { key: ["topic", "key"], id: ["msg_id"], time: ["topic"] };
+
+function check(v) {
+  const missing = NEEDS[v.mode].filter((name) => !v[name]);
+  const names = missing.map((name) => (name === "msg_id" ? "message id" : name));
+  if (missing.length) throw new Error(`a search by ${v.mode} needs: ${names.join(", ")}`);
+}
 
 function field(label, input) {
   return h("label", {}, label, input);
@@ -78,6 +85,7 @@ export async function render(root) {
   const run = async (v) => {
     results.replaceChildren(h("p", { class: "empty" }, "searching ..."));
     try {
+      check(v);
       const found = await MODES[v.mode](v);
       results.replaceChildren(h("p", {}, `${found.length} message(s)`), resultTable(found));
     } catch (err) {
