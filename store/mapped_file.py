@@ -17,10 +17,12 @@ records (sizes on disk are never trusted).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import DiskFullError
@@ -118,6 +120,24 @@ class MappedFile:
             if self.closed:
                 raise ValueError(f"segment {self.path.name} is closed")
             return os.pread(self._fd, size, pos)
+
+    @contextlib.contextmanager
+    def view(self, pos: int, size: int) -> Iterator[memoryview]:
+        """The mapped bytes at ``pos`` without a copy, for the ``with`` block only (close() waits).
+
+        Whatever refers to the view (numpy arrays over it) must be gone when the block ends.
+        """
+        with self._io_lock:
+            if self.closed:
+                raise ValueError(f"segment {self.path.name} is closed")
+            mv = memoryview(self._mm)[pos : pos + max(0, min(size, self.size - pos))]
+            try:
+                yield mv
+            finally:
+                try:
+                    mv.release()
+                except BufferError:  # still referred to (an exception's frame): released when collected
+                    pass
 
     def flush(self) -> int:
         """fdatasync what was written since the last flush; returns the new flushed position."""

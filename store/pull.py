@@ -329,7 +329,7 @@ def pull_page(
 
 def _columns_of(commitlog: CommitLog, cq: ConsumeQueue, units: np.ndarray, offset: int,
                 max_bytes: int | None) -> dict | None:
-    """The columns of the records of ``units`` that lie in one read; None if any fails a check."""
+    """The columns of the records of ``units`` that lie in one segment; None if any fails a check."""
     phys, sizes = units["phy"].astype(np.int64), units["size"].astype(np.int64)
     seg = commitlog.queue.find(int(phys[0]))
     if seg is None:
@@ -343,30 +343,38 @@ def _columns_of(commitlog: CommitLog, cq: ConsumeQueue, units: np.ndarray, offse
         return None
     lo = int(phys[0])
     try:
-        buf = seg.read(lo - seg.start_offset, int(ends[n - 1]) - lo)
+        with seg.view(lo - seg.start_offset, int(ends[n - 1]) - lo) as buf:  # no copy of the span
+            return _checked_columns(buf, lo, cq, phys[:n], sizes[:n], offset, commitlog.verify_crc)
     except ValueError:  # deleted by retention meanwhile
         return None
-    h = _headers(buf, lo, phys[:n] - lo)
-    topic = cq.topic.encode()
-    ok = h.ok & (h.total == sizes[:n]) & (h.tlen == len(topic)) & (h.hdr["queue_id"] == cq.queue_id)
+
+
+def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarray, sizes: np.ndarray,
+                     offset: int, check_crc: bool) -> dict | None:
+    """Check the records at ``phys`` (in ``buf``, which starts at log offset ``lo``) as the scanner
+    does, and against their units; copy their columns out of ``buf`` (nothing refers to it after)."""
+    n = len(phys)
+    h = _headers(buf, lo, phys - lo)  # type: ignore[arg-type]  # any buffer will do
+    topic = np.frombuffer(cq.topic.encode(), np.uint8)
+    ok = h.ok & (h.total == sizes) & (h.tlen == len(topic)) & (h.hdr["queue_id"] == cq.queue_id)
     ok &= h.hdr["queue_offset"] == np.arange(offset, offset + n)
     u8 = np.frombuffer(buf, np.uint8)
-    if not ok.all() or not (_spans(u8, h.t_at + 1, h.tlen[:1].repeat(n)) == np.frombuffer(topic, np.uint8)).all():
+    if not ok.all() or not (_spans(u8, h.t_at + 1, len(topic)) == topic).all():
         return None
-    if commitlog.verify_crc and not _crc_ok(buf, h).all():
+    if check_crc and not _crc_ok(buf, h).all():  # type: ignore[arg-type]
         return None
     bodies, body_offsets = _gather(u8, h.st + _HS, h.blen)
     props, prop_offsets = _gather(u8, h.p_at + 2, h.plen)
-    return {"queue_offsets": h.hdr["queue_offset"].astype(np.int64), "phy_offsets": phys[:n],
+    del u8
+    return {"queue_offsets": h.hdr["queue_offset"].astype(np.int64), "phy_offsets": phys,
             "store_hosts": h.hdr["store_host"].astype(np.uint64),
             "born_timestamps": h.hdr["born_ts"].astype(np.int64),
             "store_timestamps": h.hdr["store_ts"].astype(np.int64),
             "bodies": bodies, "body_offsets": body_offsets, "properties": props, "property_offsets": prop_offsets}
 
 
-def _spans(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The equal-length byte ranges at ``starts`` as a 2-D array (one row each)."""
-    width = int(lengths[0]) if len(lengths) else 0
+def _spans(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The ``width``-byte ranges at ``starts`` as a 2-D array (one row each)."""
     return u8[starts[:, None] + np.arange(width)]
 
 

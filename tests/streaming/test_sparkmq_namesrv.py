@@ -182,6 +182,13 @@ def test_available_now_reads_both_brokers_exactly_once(
     start = {"broker-a": {"0": 0, "1": 0}, "broker-b": {"0": 0, "1": 0}}
     assert end == {"$from": {"both": start},  # batch 0 keeps where it started
                    "both": {"broker-a": {"0": 15, "1": 15}, "broker-b": {"0": 10, "1": 10}}}
+    # queue ids repeat across brokers: the 'broker' column completes a message's identity
+    df = (spark.read.format("sparkmq").option("namesrv", namesrv.url.removeprefix("http://"))
+          .option("subscribe", "both").load())
+    assert df.columns[-1] == "broker"
+    ids = [(r.topic, r.partition, r.offset, r.broker) for r in df.collect()]
+    assert len(set(ids)) == 50 and len({i[:3] for i in ids}) == 30
+    assert {i[3] for i in ids} == {"broker-a", "broker-b"}
 
 
 def test_a_broker_joining_between_runs_is_picked_up_without_rereading(
