@@ -52,7 +52,8 @@ class TableTopics:
         self._app_id = app_id
         self._upkeep = upkeep or Upkeep()
         self._topics: dict[str, TopicTable] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _topics
+        self._configuring = threading.Lock()  # one configure at a time
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,6 +92,10 @@ class TableTopics:
         Raises TableSpecError for a spec that cannot make a table and SchemaChangeError for a
         change the table cannot take; the tables are untouched then.
         """
+        with self._configuring:
+            self._configure(topic, spec)
+
+    def _configure(self, topic: str, spec: TableSpec | None) -> None:
         if spec is None or not spec.enabled:
             with self._lock:
                 gone = self._topics.pop(topic, None)
