@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
@@ -146,3 +147,19 @@ def test_spark_ddl_schema_types_and_their_dead_letters(store: MessageStore, tabl
     errors = DeltaTable(tables.dlq_uri("orders")).to_pyarrow_table().sort_by("commitlog_offset")["error"].to_pylist()
     assert errors == ["field 'qty': 40000 does not fit int16", "field 'amount': 1.234 has more than 2 decimal places",
                       "field 'day': expected ISO 8601 date string, got integer 20260301"]
+
+
+def test_the_table_commits_on_the_target_lag_while_messages_arrive(store: MessageStore, tables: TableTopics) -> None:
+    tables.configure("orders", typed(target_lag_s=0.5))
+    seen_lag = []
+    deadline = time.monotonic() + 3.0
+    i = 0
+    while time.monotonic() < deadline:
+        put_json(store, "orders", [order(i)])
+        i += 1
+        time.sleep(0.05)
+        seen_lag.append(tables.status()["orders"]["lag_seconds"])
+    status = wait_caught_up(tables, "orders")
+    assert status["rows"] == i
+    assert status["version"] >= 4, "the table did not commit while messages kept arriving"
+    assert max(seen_lag) < 3.0
