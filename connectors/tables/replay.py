@@ -67,6 +67,7 @@ def replay_dead_letters(table: TopicTable, store: MessageStore) -> dict[str, int
         raise TableError(f"replay of the dead letters of {table.topic!r} failed: {exc}; run it again") from exc
     table.table.refresh()
     table.rows = table.table.row_count()
+    table.version = table.table.table.version()
     table.dlq.refresh()
     table.dlq_rows = out.dlq.num_rows
     return {"replayed": letters.num_rows - out.dlq.num_rows, "remaining": out.dlq.num_rows}

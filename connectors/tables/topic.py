@@ -87,6 +87,8 @@ class TopicTable:
         self.pending_ts_ms: int | None = None
         self._since = 0.0
         self.closed = False  # set on disable: a writer step still holding this object writes nothing more
+        # The table's version as last seen by a writer: status() never touches the DeltaTable (not thread-safe).
+        self.version = self.table.table.version()
 
     @property
     def spec(self) -> TableSpec:
@@ -139,6 +141,7 @@ class TopicTable:
             if self.committed - (self.durable or 0) >= _MARK_BYTES:
                 self.table.mark(self.committed)
                 self.durable = self.committed
+            self.version = self.table.table.version()
 
     def close(self) -> None:
         """Commit the buffer and record the resume point (clean stop)."""
@@ -149,6 +152,7 @@ class TopicTable:
             if self.durable is None or self.committed > self.durable:
                 self.table.mark(self.committed)
                 self.durable = self.committed
+                self.version = self.table.table.version()
 
     def _commit(self, end: int) -> None:
         if self._pending_dlq and self.dlq is not None:
@@ -191,6 +195,7 @@ class TopicTable:
             translator = Translator(spec)
             self.table.add_columns(translator.schema)
             self.translator = translator
+            self.version = self.table.table.version()
 
     def status(self, commitlog_max: int) -> dict[str, Any]:
         lag_bytes = max(0, commitlog_max - self.committed)
@@ -203,7 +208,7 @@ class TopicTable:
         return {
             "mode": self.spec.mode, "write_mode": self.spec.write_mode, "rows": self.rows, "dlq_rows": self.dlq_rows,
             "committed_offset": self.committed, "lag_bytes": lag_bytes, "lag_seconds": round(lag_s, 3),
-            "version": self.table.table.version(), "last_error": self.last_error,
+            "version": self.version, "last_error": self.last_error,
         }
 
 
