@@ -314,8 +314,9 @@ def pull_page(
     max_bytes: int | None,
 ) -> PullColumns | PullBatch:
     """Like :func:`pull_batch`; a page of whole, valid records with no tag filter comes back as
-    :class:`PullColumns`, built per page with numpy.  Anything else (a tag filter, records gone
-    or damaged, a page across segments) takes :func:`pull_batch`, which says what is wrong."""
+    :class:`PullColumns`, built per page with numpy (such a page stops at a segment's end).
+    Anything else (a tag filter, records gone or damaged) takes :func:`pull_batch`, which says
+    what is wrong."""
     if tags or cq is None or _outside(cq, offset) is not None:
         return pull_batch(commitlog, cq, offset, max_count, tags, max_bytes)
     lo, hi = cq.min_offset(), cq.max_offset()
@@ -353,8 +354,10 @@ def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarra
                      offset: int, check_crc: bool) -> dict | None:
     """Check the records at ``phys`` (in ``buf``, which starts at log offset ``lo``) as the scanner
     does, and against their units; copy their columns out of ``buf`` (nothing refers to it after)."""
-    n = len(phys)
-    h = _headers(buf, lo, phys - lo)  # type: ignore[arg-type]  # any buffer will do
+    n, st = len(phys), phys - lo
+    if not ((st >= 0) & (sizes >= _HS + 3) & (st + sizes <= len(buf))).all():  # units that do not fit
+        return None
+    h = _headers(buf, lo, st)  # type: ignore[arg-type]  # any buffer will do
     topic = np.frombuffer(cq.topic.encode(), np.uint8)
     ok = h.ok & (h.total == sizes) & (h.tlen == len(topic)) & (h.hdr["queue_id"] == cq.queue_id)
     ok &= h.hdr["queue_offset"] == np.arange(offset, offset + n)
