@@ -1,4 +1,4 @@
-"""Arrow produce by columns: an Arrow IPC body goes to the store without an object per message.
+"""Produce by columns: an Arrow IPC body goes to the store without an object per message.
 
 When a request's Arrow table has the shape the store's column put takes
 (:meth:`store.MessageStore.put_column_groups`), it is written from the
@@ -10,6 +10,9 @@ table's own buffers:
 * ``tags``: absent/all null, or one value for every row;
 * ``queue_id``: absent/all null, or one value for every row;
 * ``properties``, ``delay_level``, ``deliver_at_ms``: absent or all null.
+
+A JSON batch of plain text bodies (``{"messages": [{"body": "..."}, ...]}``, nothing
+else) is written the same way: its texts are joined and encoded once.
 
 Queues are chosen as for any produce (explicit, else the key's CRC32, else
 round robin), one store group per queue.  Anything else, and any request the
@@ -41,12 +44,14 @@ from store.packed import PackedBodies
 from ..broker import Broker
 from ..errors import BadRequestError
 from ..topics import TopicConfig
-from .wire import check_count
+from .wire import check_count, load_json_produce, plain_json_bodies
 
 __all__ = ["ArrowColumns", "arrow_columns", "check_body_sizes", "produce_columns", "put_arrow_columns"]
 
 _INLINE_PARSE_BYTES = 1 << 20  # bigger bodies are parsed off the event loop
 _INLINE_COLUMN_MESSAGES = 20_000  # bigger column puts run on the write pool even with ASYNC flush
+# Smaller JSON batches go through the produce batcher, which groups concurrent requests into one put.
+_MIN_JSON_COLUMN_MESSAGES = 64
 _MUST_BE_NULL = ("properties", "delay_level", "deliver_at_ms")
 _OFFSETS = {pa.binary(): np.int32, pa.string(): np.int32, pa.large_binary(): np.int64, pa.large_string(): np.int64}
 
@@ -183,13 +188,37 @@ def _last(results: list[ColumnPutResult]) -> PutResult:
                      res.sizes[-1], res.store_timestamp)
 
 
-async def produce_columns(broker: Broker, cfg: TopicConfig, raw: bytes, started: float) -> Response | None:
-    """An Arrow body written by columns (see arrow_produce); None: take the per-message path."""
-    limits = broker.settings.limits
-    if len(raw) <= _INLINE_PARSE_BYTES:
-        cols = arrow_columns(raw, limits.max_batch_messages)
+def _json_columns(raw: bytes, max_messages: int, extras: dict[str, Any]) -> ArrowColumns | None:
+    """A JSON batch of plain text bodies as columns; other shapes leave the parsed body in
+    ``extras["json_doc"]`` for the per-message path."""
+    doc = load_json_produce(raw)
+    texts = plain_json_bodies(doc, max_messages)
+    if texts is None or len(texts) < _MIN_JSON_COLUMN_MESSAGES:
+        extras["json_doc"] = doc
+        return None
+    joined = "".join(texts)
+    if joined.isascii():  # one encode for the whole batch: offsets are the text lengths
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=offsets[1:])
+        bodies = PackedBodies(np.frombuffer(joined.encode("ascii"), np.uint8), offsets)
     else:
-        cols = await asyncio.get_running_loop().run_in_executor(None, arrow_columns, raw, limits.max_batch_messages)
+        bodies = PackedBodies.from_bytes([t.encode("utf-8") for t in texts])
+    return ArrowColumns(bodies, None, None, None)
+
+
+def _columns(raw: bytes, arrow: bool, max_messages: int, extras: dict[str, Any]) -> ArrowColumns | None:
+    return arrow_columns(raw, max_messages) if arrow else _json_columns(raw, max_messages, extras)
+
+
+async def produce_columns(broker: Broker, cfg: TopicConfig, raw: bytes, arrow: bool, started: float,
+                          extras: dict[str, Any]) -> Response | None:
+    """An Arrow body, or a JSON batch of plain bodies, written by columns; None: take the
+    per-message path (a parsed JSON body is left in ``extras["json_doc"]``)."""
+    limit = broker.settings.limits.max_batch_messages
+    if len(raw) <= _INLINE_PARSE_BYTES:
+        cols = _columns(raw, arrow, limit, extras)
+    else:
+        cols = await asyncio.get_running_loop().run_in_executor(None, _columns, raw, arrow, limit, extras)
     if cols is None:
         return None
     n = len(cols.bodies)

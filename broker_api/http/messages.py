@@ -211,11 +211,12 @@ async def produce(request: Request) -> Response:
     cfg = broker.topics.for_produce(topic)
     if wants_raw_staging(request):  # the Spark sink: staged as it came, parsed at commit
         return _json(await stage_raw(request, broker, cfg.name, raw, tx_id))
-    if not tx_id and _content_type(request) == ARROW_STREAM and not _query_options(request, None)[0]:
-        answer = await produce_columns(broker, cfg, raw, started)
+    extras: dict[str, Any] = {}
+    ctype = _content_type(request)
+    if not tx_id and (ctype == ARROW_STREAM or ctype in _JSON_TYPES) and not _query_options(request, None)[0]:
+        answer = await produce_columns(broker, cfg, raw, ctype == ARROW_STREAM, started, extras)
         if answer is not None:
             return answer
-    extras: dict[str, Any] = {}
     if len(raw) <= _INLINE_PARSE_BYTES:
         drafts, transactional = _drafts(request, raw, broker.settings.limits.max_batch_messages, extras)
         messages = _to_messages(broker, cfg, drafts)

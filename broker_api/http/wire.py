@@ -41,6 +41,8 @@ __all__ = [
     "parse_json_produce",
     "parse_arrow_produce",
     "check_count",
+    "load_json_produce",
+    "plain_json_bodies",
     "message_to_json",
     "batch_to_arrow",
     "pull_schema",
@@ -160,11 +162,11 @@ def _int_field(item: dict[str, Any], name: str, i: int) -> int | None:
 
 def parse_json_produce(raw: bytes, max_messages: int,
                        extras: dict[str, Any] | None = None) -> tuple[list[Draft], bool]:
-    """Drafts and the ``transactional`` flag of a JSON produce body; ``extras`` receives ``check_url``."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadJsonError(f"request body is not valid JSON ({exc}); send {{\"messages\": [...]}}") from exc
+    """Drafts and the ``transactional`` flag of a JSON produce body; ``extras`` receives ``check_url``
+    (and may hold the body already parsed, under ``json_doc``)."""
+    doc = extras.pop("json_doc", None) if extras is not None else None
+    if doc is None:
+        doc = load_json_produce(raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise BadRequestError('request body must be an object {"messages": [{"body": "..."}]}')
     items = doc["messages"]
@@ -185,6 +187,27 @@ def parse_json_produce(raw: bytes, max_messages: int,
         else:
             drafts.append(_json_draft(item, i))
     return drafts, transactional
+
+
+def load_json_produce(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadJsonError(f"request body is not valid JSON ({exc}); send {{\"messages\": [...]}}") from exc
+
+
+def plain_json_bodies(doc: Any, max_messages: int) -> list[str] | None:
+    """The bodies of ``{"messages": [{"body": "text"}, ...]}`` with nothing else (no keys, tags,
+    options): such a batch can be written by columns.  None for any other shape."""
+    if type(doc) is not dict or len(doc) != 1 or type(items := doc.get("messages")) is not list:
+        return None
+    check_count(len(items), max_messages)
+    bodies = []
+    for item in items:
+        if type(item) is not dict or len(item) != 1 or type(body := item.get("body")) is not str:
+            return None
+        bodies.append(body)
+    return bodies
 
 
 def check_count(n: int, max_messages: int) -> None:

@@ -83,3 +83,19 @@ def test_limits_and_bad_rows_give_the_precise_errors(client: httpx.Client) -> No
     assert resp.status_code == 400 and "row 1 has a null body" in resp.json()["message"]
     queues = {q["queue_id"]: q["max_offset"] for q in client.get("/v1/topics/limits/queues").json()}
     assert sum(queues.values()) == 0  # nothing of the refused requests was stored
+
+
+def test_json_batches_of_plain_bodies_round_trip_like_before(client: httpx.Client) -> None:
+    texts = [f"plain-{i}" for i in range(100)] + ["ünïcode ✓"] * 10
+    resp = client.post("/v1/topics/plainjson/messages", json={"messages": [{"body": t} for t in texts]})
+    assert resp.status_code == 200, resp.text
+    results = resp.json()["results"]
+    qids = [r["queue_id"] for r in results]
+    assert all((b - a) % 4 == 1 for a, b in zip(qids, qids[1:]))
+    wait_visible(client, "plainjson", results)
+    assert _bodies(client, "plainjson", qids[0]) == texts[0::4]
+    got = client.get(f"/v1/messages/{results[-1]['msg_id']}").json()
+    assert got["body"] == "ünïcode ✓"
+    too_big = client.post("/v1/topics/plainjson/messages",
+                          json={"messages": [{"body": "a"}] * 70 + [{"body": "b" * (5 << 20)}]})
+    assert too_big.status_code == 413 and "message 70 has a" in too_big.json()["message"]
