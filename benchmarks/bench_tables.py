@@ -7,8 +7,9 @@ Everything runs in this process on a real MessageStore in a scratch directory
 
 1. ``--messages`` JSON bodies of 8 fields (~200 B) go into one topic; then the
    raw Delta mirror (:class:`connectors.DeltaMirror`) and a typed table topic
-   each backfill them from the CommitLog, one after the other: rows/s of each,
-   and their ratio (goal: typed >= 0.5x raw).  A raw table topic runs too.
+   each backfill them from the CommitLog, one after the other, committing every
+   second (the mirror's default interval): rows/s of each, and their ratio
+   (goal: typed >= 0.5x raw).  A raw table topic runs too.
 2. Upsert: ``--keys`` distinct keys plus 10% updates of earlier keys, MERGEd
    into an upsert table (change data feed on): rows/s until caught up.
 3. Lag: a producer thread appends at ``--rate`` msg/s for ``--lag-seconds``
@@ -97,8 +98,9 @@ def typed_vs_raw(rec: Recorder, store: MessageStore, root: Path, n: int) -> None
         service = TableTopics(store, root / f"tables-{mode}", app_id="bench", upkeep=_upkeep())
         service.start()
         t0 = time.monotonic()
+        # target_lag_s 2 commits every 1 s, the mirror's batch_interval_s: the same cadence for both.
         service.configure("orders", TableSpec.from_json(
-            {"mode": mode, "schema": SCHEMA if mode == "typed" else None}))
+            {"mode": mode, "schema": SCHEMA if mode == "typed" else None, "target_lag_s": 2}))
         wait(caught_up(service, "orders"), 1800)
         rates[mode] = n / (time.monotonic() - t0)
         rows = service.status()["orders"]["rows"]

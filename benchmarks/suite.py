@@ -88,7 +88,7 @@ SPECS: tuple[BenchSpec, ...] = (
               ("--duration", "3", "--rate", "100000", "--catchup-messages", "20000", "--groupby-rows", "100000"),
               1200, 300),
     BenchSpec("mirror", "tables", "benchmarks.bench_tables", ("--keys", "1000000"),  # table topics (issue 23)
-              ("--messages", "30000", "--keys", "50000", "--lag-seconds", "3"), 2400, 300, scratch_flag="--dir"),
+              ("--messages", "100000", "--keys", "50000", "--lag-seconds", "3"), 2400, 300, scratch_flag="--dir"),
     # The peer Spark users would pick instead (issue 17): a real Kafka broker, Spark's Kafka source and sink.
     BenchSpec("kafka", "kafka", "benchmarks.bench_kafka",
               ("--rows", "1000000", "--sink-rows", "200000", "--rounds", "3"),
