@@ -60,7 +60,8 @@ def _produce(http: httpx.Client, topic: str, bodies: list[Any], keys: list[str] 
         if keys is not None:
             m["keys"] = [keys[i]]
         messages.append(m)
-    http.post(f"/v1/topics/{topic}/messages", json={"messages": messages}).raise_for_status()
+    resp = http.post(f"/v1/topics/{topic}/messages", json={"messages": messages})
+    assert resp.status_code == 200, resp.text
 
 
 def _status(http: httpx.Client, topic: str) -> dict[str, Any]:
@@ -224,7 +225,8 @@ def test_a_slave_keeps_the_masters_table_settings_and_writes_no_table(broker_fac
     created = httpx.post(f"{m}/v1/topics", json={"name": "synced", "table": {"mode": "typed", "schema": "id STRING",
                                                                             "target_lag_s": _LAG}}, timeout=30)
     assert created.status_code == 201, created.text
-    _produce(httpx.Client(base_url=m, timeout=30), "synced", [{"id": "x"}])
+    with httpx.Client(base_url=m, timeout=30) as master:
+        _produce(master, "synced", [{"id": "x"}])
     wait_for(lambda: httpx.get(f"{s}/v1/topics/synced").json().get("table", {}).get("schema") == "id STRING", 20,
              "the table settings on the slave")
     status = httpx.get(f"{s}/v1/topics/synced").json()["table_status"]
@@ -277,7 +279,8 @@ def test_deleting_a_topic_deletes_its_table(broker: Any, http: httpx.Client) -> 
     _create(http, "gone", table)
     _produce(http, "gone", [{"id": "old"}, "bad"])
     _wait_rows(http, "gone", rows=1, dlq_rows=1)
-    http.delete("/v1/topics/gone").raise_for_status()
+    deleted = http.delete("/v1/topics/gone")
+    assert deleted.status_code == 200, deleted.text
     assert not (broker.data_dir / "tables" / "gone").exists()
     assert not (broker.data_dir / "tables" / "gone__dlq").exists()
     _create(http, "gone", table)  # the same name again starts empty
