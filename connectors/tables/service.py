@@ -182,21 +182,25 @@ class TableTopics:
         if not tables:
             return False
         self._flush_due(tables)
-        if any(t.full() for t in tables):
-            return False  # a commit is failing: read nothing more until it lands
-        start = min(t.next for t in tables)
+        now = time.monotonic()
+        # A table whose commit or translation fails waits (and keeps its offset); the others go on.
+        readers = [t for t in tables if not t.full() and t.stalled_until <= now]
+        if not readers:
+            return False
+        start = min(t.next for t in readers)
         read = 0
         for batch in self._store.read_dispatch_batches(start, _READ_BYTES):
-            self._route(batch, tables)
+            self._route(batch, readers)
             read = batch.end_offset - start
-            if self._stop.is_set() or read >= _READ_LIMIT or any(t.full() for t in tables):
+            if self._stop.is_set() or read >= _READ_LIMIT or any(t.full() for t in readers):
                 break
-        self._flush_due(tables)
+        self._flush_due(readers)
         return read > 0
 
     def _flush_due(self, tables: list[TopicTable]) -> None:
+        now = time.monotonic()
         for table in tables:
-            if table.due():
+            if table.due() and table.stalled_until <= now:
                 self._flush(table)
 
     def _route(self, batch: DispatchBatch, tables: list[TopicTable]) -> None:
@@ -204,15 +208,20 @@ class TableTopics:
         topics = np.asarray(batch.topics, dtype=object)
         phy = np.asarray(batch.phy_offsets, dtype=np.int64)
         for table in tables:
-            if batch.end_offset <= table.next:
+            if batch.end_offset <= table.next or table.stalled_until > time.monotonic():
                 continue
             mask = visible & (topics == table.topic) & (phy >= table.next)
-            if mask.all():
-                table.absorb(Source.from_batch(batch), batch.end_offset)
-            elif mask.any():
-                table.absorb(Source.from_batch(batch.take(np.flatnonzero(mask))), batch.end_offset)
-            else:
-                table.absorb(None, batch.end_offset)
+            try:
+                if mask.all():
+                    table.absorb(Source.from_batch(batch), batch.end_offset)
+                elif mask.any():
+                    table.absorb(Source.from_batch(batch.take(np.flatnonzero(mask))), batch.end_offset)
+                else:
+                    table.absorb(None, batch.end_offset)
+            except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others
+                _log.exception("table topic %s could not translate CommitLog %d..%d; retrying",
+                               table.topic, table.next, batch.end_offset)
+                self._stall(table, exc)
 
     def _reput_settled(self, timeout_s: float) -> int:
         """The reput offset once it reached the CommitLog's end (or after ``timeout_s``)."""
@@ -228,8 +237,13 @@ class TableTopics:
         try:
             table.flush()
         except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others
-            _log.exception("table topic %s could not commit; retrying", table.topic)
-            table.last_error = str(exc)
+            _log.exception("table topic %s could not commit; retrying in %.1f s", table.topic, _RETRY_S)
+            self._stall(table, exc)
+
+    @staticmethod
+    def _stall(table: TopicTable, exc: Exception) -> None:
+        table.last_error = str(exc)
+        table.stalled_until = time.monotonic() + _RETRY_S
 
     def _note_error(self, exc: Exception) -> None:
         for table in self._active():

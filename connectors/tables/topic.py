@@ -80,6 +80,7 @@ class TopicTable:
         self.dlq_rows = self.dlq.row_count() if self.dlq else 0
         self.commits = 0
         self.last_error: str | None = None
+        self.stalled_until = 0.0  # monotonic time before which the writer leaves this table alone (after a failure)
         self.caught_up_at = time.time()
         self._pending: list[pa.Table] = []
         self._pending_dlq: list[pa.Table] = []

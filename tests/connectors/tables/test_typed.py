@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
@@ -163,3 +165,24 @@ def test_the_table_commits_on_the_target_lag_while_messages_arrive(store: Messag
     assert status["rows"] == i
     assert status["version"] >= 4, "the table did not commit while messages kept arriving"
     assert max(seen_lag) < 3.0
+
+
+def test_a_failing_table_shows_its_error_and_the_other_tables_go_on(
+        store: MessageStore, tables: TableTopics, tmp_path: Path) -> None:
+    tables.configure("orders", typed())
+    tables.configure("clicks", TableSpec.from_json({"mode": "raw", "target_lag_s": 0.2}))
+    put_json(store, "orders", [order(0)])
+    wait_caught_up(tables, "orders")
+    broken = Path(tables.table_uri("orders"))
+    shutil.rmtree(broken)
+    broken.write_text("not a directory")  # every later commit of 'orders' fails
+    put_json(store, "orders", [order(1)])
+    for i in range(3):
+        put_json(store, "clicks", [{"n": i}])
+        status = wait_caught_up(tables, "clicks")
+    assert status["rows"] == 3 and status["last_error"] is None
+    deadline = time.monotonic() + 30
+    while tables.status()["orders"]["last_error"] is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orders = tables.status()["orders"]
+    assert orders["last_error"] and orders["lag_bytes"] > 0
