@@ -37,7 +37,7 @@ def sql_command(
     max_rows: Annotated[int | None, typer.Option(
         "--max-rows", help="Row limit (default: the mirror's sql_max_rows setting).")] = None,
 ) -> None:
-    """Run SQL over the Delta mirror and the table topics (no broker needed).
+    """Run SQL over the Delta mirror and table topics (no broker needed).
 
     One read-only statement over the table `messages` (columns topic,
     queue_id, queue_offset, msg_id, keys, tags, properties, body, ...), each

@@ -20,7 +20,7 @@ __all__ = ["table_app", "table_settings", "TableMode", "TableSchema", "TableWrit
            "TableTargetLag"]
 
 table_app = typer.Typer(
-    help="Table topics: status of each topic's Delta table, replay of its dead-letter table.",
+    help="Table topics: status and lag, dead-letter replay.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -119,7 +119,7 @@ def table_replay_dlq(
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
-    """Translate a table's dead-letter rows again (after a schema change).
+    """Translate dead-letter rows again after a schema change.
 
     Rows that now fit move to the table; the others stay in <topic>__dlq
     with their (new) error.

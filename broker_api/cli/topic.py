@@ -42,7 +42,7 @@ def topic_create(
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
-    """Create a topic (with --namesrv: on every master), optionally with a Delta table.
+    """Create a topic and its optional table (--namesrv: every master).
 
     Creating a topic that exists with the same settings is a no-op; with
     different settings it is an error.

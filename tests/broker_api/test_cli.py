@@ -154,7 +154,7 @@ def test_help_lists_every_command_on_one_line_each() -> None:
     assert sorted(names) == sorted(registered), f"a command's help wrapped onto a second line: {rows}"
     assert any(row.startswith("serve    Run a broker on its embedded defaults.") for row in rows), rows
     topic_rows = _panel_rows(_cli("topic", "--help", columns=80).stdout, "Commands")
-    assert [row.split()[0] for row in topic_rows] == ["create", "list", "describe", "delete"]
+    assert [row.split()[0] for row in topic_rows] == ["create", "alter", "list", "describe", "delete"]
     consume_help = _cli("consume", "--help", columns=80).stdout
     assert "sparkmq consume orders --group billing --follow" in consume_help and "--from" in consume_help
     assert "sparkmq offsets billing --topic orders --set 0=0 --set 1=0" in _cli("offsets", "--help").stdout
