@@ -75,7 +75,7 @@ class TableSpec:
         """``(transform, field)`` of partition_by: ``("day", "ts")``, ``(None, "region")``, or None."""
         if self.partition_by is None:
             return None
-        m = _PARTITION.match(self.partition_by)
+        m = _PARTITION.fullmatch(self.partition_by)
         assert m is not None  # validated
         return (m.group(1), m.group(2)) if m.group(1) else (None, m.group(3))
 
@@ -87,7 +87,7 @@ class TableSpec:
         if self.mode == "typed" and not self.schema:
             raise TableSpecError("table.mode 'typed' needs table.schema (a JSON Schema object or a Spark DDL string)")
         if self.partition_by is not None and (
-            not isinstance(self.partition_by, str) or not _PARTITION.match(self.partition_by)
+            not isinstance(self.partition_by, str) or not _PARTITION.fullmatch(self.partition_by)
         ):
             raise TableSpecError(
                 f"table.partition_by {self.partition_by!r} is invalid; use a top-level field name, "
