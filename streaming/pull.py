@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,22 +148,32 @@ def _pull(
             time.sleep(min(_WAIT_STEP_S, left))
 
 
+def _fetch(client: BrokerClient, opts: ReaderOptions, part: QueuePartition, cur: int) -> tuple[Page, int]:
+    """The page at ``cur`` and the offset after it (checked to move forward)."""
+    page = _pull(client, opts, part, cur, time.monotonic() + opts.broker_down_timeout_ms / 1000.0)
+    nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
+    if nxt <= cur:
+        raise SparkMQError(
+            f"{part.where}: broker did not advance past offset {cur} (status {page.status}, next {nxt})"
+        )
+    return page, nxt
+
+
 def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.RecordBatch]:
-    """Pull [start, end) of one queue in Arrow pages; yield Spark-ready batches."""
-    with BrokerClient(_config(opts, part)) as client:
-        cur = part.start
-        while cur < part.end:
-            deadline = time.monotonic() + opts.broker_down_timeout_ms / 1000.0
-            page = _pull(client, opts, part, cur, deadline)
-            nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
+    """Pull [start, end) of one queue in Arrow pages; yield Spark-ready batches.
+
+    The next page is asked for while Spark takes the current one (one request in flight,
+    from one helper thread that ends with the partition), so the broker and Spark work
+    at the same time instead of in turns.
+    """
+    with BrokerClient(_config(opts, part)) as client, \
+            ThreadPoolExecutor(1, thread_name_prefix="sparkmq-pull") as pool:
+        pending = pool.submit(_fetch, client, opts, part, part.start) if part.start < part.end else None
+        while pending is not None:
+            page, nxt = pending.result()
+            pending = pool.submit(_fetch, client, opts, part, nxt) if nxt < part.end else None
             if page.table.num_rows:
                 batch = _trim(page_to_batch(page.table, opts.columns, part.broker,
                                             (part.topic, part.queue_id)), part.end)
                 if batch.num_rows:
                     yield batch
-            if nxt <= cur:
-                raise SparkMQError(
-                    f"{part.where}: broker did not advance past offset {cur} "
-                    f"(status {page.status}, next {nxt})"
-                )
-            cur = nxt
