@@ -138,7 +138,8 @@ def bench_read(root: Path, n: int, columns: bool, verify_crc: bool = True) -> fl
         while True:
             if columns:
                 batch = store.get_message_batch(TOPIC, q, offset, BATCH)
-                count, next_offset = len(batch.batch), batch.next_offset
+                # what a pull serves: bodies and ids (a batch builds them when first asked)
+                count, next_offset = len(batch.batch.bodies) + 0 * len(batch.batch.msg_ids), batch.next_offset
             else:
                 page = store.get_messages(TOPIC, q, offset, BATCH)
                 count, next_offset = len(page.messages), page.next_offset
