@@ -171,8 +171,9 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[b
     return rows, lens
 
 
-def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *, keys: Sequence[str] | None = None,
-                    tags: str | None = None, born_ts: int, born_host: int, max_size: int) -> ColumnBatch:
+def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
+                    keys: Sequence[str] | None = None, tags: str | None = None, born_ts: int, born_host: int,
+                    max_size: int) -> ColumnBatch:
     """Validate and pre-encode a column batch; raises before anything is written.
 
     ``keys`` holds one key per message (or None); ``tags`` applies to every message.

@@ -186,8 +186,14 @@ class TimerStore:
         if now_slot < self.read_slot:
             return Due(np.empty(0, np.int64), np.empty(0, np.int32), self.read_slot)
         wheel = self._w
-        hits = np.flatnonzero((wheel["slot"] >= self.read_slot) & (wheel["slot"] <= now_slot) & (wheel["count"] > 0))
-        hits = hits[np.argsort(wheel["slot"][hits])]
+        if now_slot - self.read_slot < self.slots:  # the usual pass: look at the due slots' entries only
+            idx = np.arange(self.read_slot, now_slot + 1, dtype=np.int64) % self.slots
+            ks = np.arange(self.read_slot, now_slot + 1, dtype=np.int64)
+            hits = idx[(wheel["slot"][idx] == ks) & (wheel["count"][idx] > 0)]  # in slot order
+        else:  # after a long pause: every slot could be due
+            live = (wheel["slot"] >= self.read_slot) & (wheel["slot"] <= now_slot) & (wheel["count"] > 0)
+            hits = np.flatnonzero(live)
+            hits = hits[np.argsort(wheel["slot"][hits])]
         chain: list[Any] = []
         next_slot = now_slot + 1
         for i in hits.tolist():
