@@ -118,6 +118,9 @@ PULL_DOC: dict[str, Any] = {
                         "the position of an error"},
         {"name": "group", "in": "query", "schema": {"type": "string"},
          "description": "consumer group (checked against slow-consumer protection)"},
+        {"name": "fields", "in": "query", "schema": {"type": "string"},
+         "description": "Arrow pages only: a comma-separated subset of the page's columns, sent in schema "
+                        "order (e.g. offset,keys,body,born_timestamp); a name that is not a column is 400"},
     ],
     "responses": {
         "200": {
