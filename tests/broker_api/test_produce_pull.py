@@ -59,7 +59,9 @@ def test_json_round_trip_keeps_body_keys_tags_and_properties(client: httpx.Clien
 def test_auto_created_topic_is_listed_with_default_queues(client: httpx.Client) -> None:
     _produce(client, "auto", [{"body": "x"}])
     topics = client.get("/v1/topics").json()
-    assert {"name": "auto", "queues": 4, "perm": "rw"} in topics
+    listed = {t["name"]: t for t in topics}
+    assert {k: listed["auto"][k] for k in ("queues", "perm")} == {"queues": 4, "perm": "rw"}
+    assert listed["auto"]["table"]["mode"] == "off"  # an auto-created topic has no table of its own
     assert all(not t["name"].startswith("RMQ_SYS_") for t in topics)
     queues = client.get("/v1/topics/auto/queues").json()
     assert [q["queue_id"] for q in queues] == [0, 1, 2, 3]
