@@ -1,18 +1,30 @@
-// Topics: every topic with its queues and their min/max offsets.
+// Topics: every topic with its queues, their min/max offsets and its table mode.
 
 import { api, errorBox, seg } from "./api.js";
-import { fmtNum, h, section, table } from "./dom.js";
+import { fmtBytes, fmtNum, h, section, table } from "./dom.js";
 
 function queueTable(t) {
   return table(["Queue", "Min offset", "Max offset", "Messages"], t.queue_offsets.map((q) => [
     q.queue_id, fmtNum(q.min_offset), fmtNum(q.max_offset), fmtNum(q.max_offset - q.min_offset)]));
 }
 
+// "off", or the mode and write mode of the topic's own Delta table ("typed, upsert").
+export function tableMode(t) {
+  const mode = (t.table && t.table.mode) || "off";
+  return mode === "off" ? "off" : `${mode}, ${t.table.write_mode || "append"}`;
+}
+
+function tableLine(s) {
+  if (!s) return null;
+  return h("p", { class: "pop" }, `Table: ${fmtNum(s.rows)} rows, ${fmtNum(s.dlq_rows)} dead-letter rows, `,
+    `lag ${fmtBytes(s.lag_bytes)}${s.last_error ? `, last error: ${s.last_error}` : ""} (see Tables)`);
+}
+
 function topicCard(t) {
   return h("details", { class: "topic", "data-topic": t.name, open: true },
     h("summary", {}, h("strong", {}, t.name), ` ${t.queues} queues, perm ${t.perm || "none"}, `,
-      `${fmtNum(t.messages)} messages`),
-    queueTable(t));
+      `${fmtNum(t.messages)} messages, table ${tableMode(t)}`),
+    tableLine(t.table_status), queueTable(t));
 }
 
 // A topic the user may list but not read (ACL) shows its error instead of its queues.
@@ -32,8 +44,9 @@ function errorCard(t) {
 export async function render(root) {
   const list = await api("/v1/topics");
   const described = await Promise.all(list.map(describe));
-  const summary = table(["Topic", "Queues", "Perm", "Messages"],
-    described.map((t) => [t.name, t.queues, t.perm, t.error ? "-" : fmtNum(t.messages)]), "no topic yet");
+  const summary = table(["Topic", "Queues", "Perm", "Messages", "Table"],
+    described.map((t) => [t.name, t.queues, t.perm, t.error ? "-" : fmtNum(t.messages), tableMode(t)]),
+    "no topic yet");
   root.append(section(`Topics (${list.length})`, summary),
     ...described.map((t) => (t.error ? errorCard(t) : topicCard(t))));
 }
