@@ -101,54 +101,104 @@ class AsyncFlushService(_Service):
         """ASYNC puts never wait."""
 
 
-class GroupCommitService:
-    """SYNC flush by group commit, leader/follower style (no thread of its own).
+class _Request:
+    """One SYNC put waiting for an fdatasync: a locked lock the flush thread releases."""
 
-    A put that finds no fdatasync running becomes the leader and runs one
-    itself; puts that arrive meanwhile wait, and the next fdatasync (run by
-    one of them) covers them all.  No thread hand-off sits on the path of a
-    lone producer, and many producers share each fdatasync.
+    __slots__ = ("lock", "error")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.error: BaseException | None = None
+
+
+class GroupCommitService(_Service):
+    """SYNC flush by group commit (RocketMQ's GroupCommitService).
+
+    A put appends, adds a request to the pending list and blocks on the
+    request's own lock; it never holds the CommitLog's write lock while it
+    waits.  The flush thread swaps the whole pending list for an empty one,
+    runs one fdatasync, which covers every request in it (each appended
+    before it asked), and releases each request's lock.  Puts that arrive
+    while an fdatasync runs pile up for the next one, so the group grows
+    with the load.  Waking a put costs one lock release, with no shared lock
+    to re-acquire, so the cost per put does not grow with the group.
     """
 
     name = "flush-group-commit"
 
     def __init__(self, commitlog: CommitLog, stats: FlushStats, timeout_s: float = 5.0) -> None:
+        super().__init__()
         self.commitlog, self.stats, self.timeout = commitlog, stats, timeout_s
-        self._cond = threading.Condition()
-        self._flushing = False
-        self._stopped = False
+        self._mutex = threading.Lock()  # guards _pending only; held for a list append or swap
+        self._pending: list[_Request] = []
+        self._work = threading.Event()
+        self._closed = True  # not running: puts flush inline
+        self.groups = 0  # fdatasyncs that served at least one put
+        self.served = 0  # puts served by them
+
+    def _wake(self) -> None:
+        self._work.set()
 
     def start(self) -> None:
-        self._stopped = False
+        self._closed = False
+        super().start()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
+        with self._mutex:
+            self._closed = True
+        super().stop()
+        self._serve(self._take())  # requests the thread left: served here
         self.commitlog.flush()
 
     def wait_for(self, offset: int) -> None:
-        """Block until an fdatasync covers ``offset``."""
-        deadline = time.monotonic() + self.timeout
-        with self._cond:
-            while self.commitlog.queue.flushed_offset() < offset:
-                if not self._flushing:
-                    self._flushing = True
-                    break  # lead: run the next fdatasync ourselves
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stopped:
-                    raise FlushTimeoutError(f"fdatasync did not cover offset {offset} within {self.timeout}s")
-                self._cond.wait(left)
-            else:
-                return
+        """Block until an fdatasync covers ``offset`` (the caller appended up to it already)."""
+        if self.commitlog.queue.flushed_offset() >= offset:
+            return
+        req = _Request()
+        with self._mutex:
+            closed = self._closed
+            first = not self._pending
+            if not closed:
+                self._pending.append(req)
+        if closed:  # not started, or stopping
+            self.commitlog.flush()
+            return
+        if first:
+            self._work.set()
+        if not req.lock.acquire(timeout=self.timeout):
+            raise FlushTimeoutError(f"fdatasync did not cover offset {offset} within {self.timeout}s")
+        if req.error is not None:
+            raise req.error
+
+    def _take(self) -> list[_Request]:
+        with self._mutex:
+            reqs, self._pending = self._pending, []
+            self._work.clear()
+        return reqs
+
+    def _serve(self, reqs: list[_Request]) -> None:
+        """One fdatasync for the whole group, then wake each of its puts."""
+        if not reqs:
+            return
+        error: BaseException | None = None
         try:
             t0 = time.perf_counter()
             self.commitlog.flush()
             self.stats.record(time.perf_counter() - t0)
-        finally:
-            with self._cond:
-                self._flushing = False
-                self._cond.notify_all()
+        except Exception as exc:  # the puts of this group answer it; the thread goes on
+            _log.exception("group commit fdatasync failed")
+            error = exc
+        self.groups += 1
+        self.served += len(reqs)
+        for req in reqs:
+            req.error = error
+            req.lock.release()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._work.wait()
+            self._serve(self._take())
 
 
 class LogicsFlushService(_Service):
