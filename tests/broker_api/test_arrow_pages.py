@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,5 +85,56 @@ def test_a_tag_filter_or_a_damaged_record_takes_the_checked_path(tmp_path: Path)
         damaged = store.get_message_columns("mix", 1, 0, 50)
         assert damaged.status == GetStatus.CORRUPT_MESSAGE and damaged.next_offset == 1
         assert store.get_message_columns("mix", 1, 1, 50).status == GetStatus.FOUND
+    finally:
+        store.shutdown()
+
+
+def _equal_store(tmp_path: Path, puts: int = 6, per_queue: int = 40) -> MessageStore:
+    """Bodies of one length, several queues per put (as an Arrow produce writes them): runs of equal records."""
+    store = MessageStore(StoreConfig(root_dir=tmp_path, commitlog_segment_bytes=1 << 20))
+    store.start()
+    for p in range(puts):
+        store.put_column_groups("eq", [(q, [b"%03d-%05d-" % (q, p * per_queue + i) * 8 for i in range(per_queue)],
+                                        [f"k{p}-{i}" for i in range(per_queue)]) for q in range(3)])
+    assert store.wait_visible(10)
+    return store
+
+
+def test_pages_of_equal_records_are_flat_and_equal_the_column_path(tmp_path: Path) -> None:
+    store = _equal_store(tmp_path)
+    try:
+        for qid in range(3):
+            flat = store.get_message_columns("eq", qid, 5, 200)
+            cols = store.get_message_batch("eq", qid, 5, 200)
+            assert isinstance(flat, PullColumns) and len(flat) == 200 and flat.next_offset == 205
+            assert _arrow(flat).equals(_arrow(cols))
+            bodies = _arrow(flat, frozenset({"body"})).column("body").to_pylist()
+            assert bodies[0] == b"%03d-%05d-" % (qid, 5) * 8 and bodies[-1] == b"%03d-%05d-" % (qid, 204) * 8
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("where", [88 + 17, 8], ids=["body byte", "stored crc"])
+def test_a_damaged_record_among_equal_ones_is_found_and_named(tmp_path: Path, where: int) -> None:
+    store = _equal_store(tmp_path)
+    try:
+        victim = store.get_message_batch("eq", 1, 97, 1).batch
+        seg = store.commitlog.queue.find(int(victim.phy_offsets[0]))
+        assert seg is not None
+        at = int(victim.phy_offsets[0]) - seg.start_offset + where
+        with open(seg.path, "r+b") as f:
+            f.seek(at)
+            byte = f.read(1)
+            f.seek(at)
+            f.write(bytes([byte[0] ^ 0x01]))
+        before = store.get_message_columns("eq", 1, 0, 200)
+        assert before.status == GetStatus.FOUND and before.next_offset == 97  # the page stops before it
+        assert _arrow(before, frozenset({"offset"})).column("offset").to_pylist() == list(range(97))
+        damaged = store.get_message_columns("eq", 1, 97, 200)
+        assert damaged.status == GetStatus.CORRUPT_MESSAGE and damaged.next_offset == 98
+        assert damaged.damaged is not None and damaged.damaged.queue_offset == 97
+        after = store.get_message_columns("eq", 1, 98, 200)
+        assert isinstance(after, PullColumns) and after.next_offset == 240
+        assert all(isinstance(store.get_message_columns("eq", q, 0, 240), PullColumns) for q in (0, 2))
     finally:
         store.shutdown()

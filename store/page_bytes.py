@@ -1,0 +1,44 @@
+"""Byte ranges of a CommitLog span copied out per page with numpy (the flat Arrow pull's bodies and
+properties): runs of equal, evenly spaced records as one strided copy each, no Python per record."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .scanner import _arithmetic_runs
+
+__all__ = ["gather", "spans"]
+
+
+def spans(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The ``width``-byte ranges at ``starts`` as a 2-D array (one row each)."""
+    return u8[starts[:, None] + np.arange(width)]
+
+
+def gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The ranges ``[start, start+length)`` back to back, and their int32 offsets (n + 1).
+
+    Runs of equal, evenly spaced ranges (one put's records) are copied as one strided block
+    each; the other ranges are gathered byte by byte with one index array."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    todo = np.ones(len(starts), bool)
+    for a, b in _arithmetic_runs(starts, 8):
+        width = int(lengths[a])
+        if width and (lengths[a:b] == width).all():
+            out[offsets[a]:offsets[b]].reshape(b - a, width)[:] = np.lib.stride_tricks.as_strided(
+                u8[int(starts[a]):], shape=(b - a, width), strides=(int(starts[a + 1] - starts[a]), 1))
+            todo[a:b] = False
+    rest = np.flatnonzero(todo)
+    if len(rest):
+        lens = lengths[rest]
+        dest = np.repeat(offsets[rest], lens) + _within(lens)
+        out[dest] = u8[np.repeat(starts[rest], lens) + _within(lens)]
+    return out.tobytes(), offsets.astype(np.int32)
+
+
+def _within(lengths: np.ndarray) -> np.ndarray:
+    """0, 1, ..., length - 1 for each length, back to back."""
+    ends = np.cumsum(lengths)
+    return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - lengths, lengths)
