@@ -64,6 +64,32 @@ def test_tables_view_shows_rows_dead_letters_lag_and_replays(page: Any, stack: S
     shot(page, tmp_path / "tables-replayed.png")
 
 
+def test_replay_after_a_schema_change_moves_the_dead_letter(page: Any, stack: Stack, tmp_path: Path) -> None:
+    """A body without the required order_id is a dead letter; once order_id is optional, Replay DLQ moves it."""
+    http, topic = stack.http, "con-refunds"
+    created = http.post("/v1/topics", json={"name": topic, "queues": 1, "table": {
+        "mode": "typed", "schema": "order_id STRING NOT NULL, amount DOUBLE", "target_lag_s": 1}})
+    assert created.status_code in (200, 201), created.text
+    bodies = ['{"order_id": "r1", "amount": 2.5}', '{"amount": 7}']
+    assert http.post(f"/v1/topics/{topic}/messages", json={"messages": [{"body": b} for b in bodies]}).is_success
+    deadline = time.monotonic() + 60
+    while (s := http.get(f"/v1/topics/{topic}").json()["table_status"])["dlq_rows"] != 1 or s["rows"] != 1:
+        assert time.monotonic() < deadline, f"the missing order_id never reached {topic}__dlq: {s}"
+        time.sleep(0.2)
+    relaxed = http.put(f"/v1/topics/{topic}", json={"table": {"schema": "order_id STRING, amount DOUBLE"}})
+    assert relaxed.status_code == 200, relaxed.text
+    open_view(page, stack.broker.url + "/console", "tables")
+    page.click(f"button.replay[data-topic='{topic}']")
+    answer = page.locator(f"#replay-result [data-replay='{topic}']")
+    answer.wait_for()
+    assert f"{topic}: 1 row(s) replayed into the table, 0 remain in {topic}__dlq" in answer.inner_text()
+    page.click("#refresh")
+    page.wait_for_selector("#view > div[data-view='tables'][data-loaded='true']")
+    row = page.locator("#tables-list tbody tr", has_text=topic)
+    assert [str(c) for c in row.locator("td").all_inner_texts()][3:5] == ["2", "0"]
+    shot(page, tmp_path / "tables-replay-moved.png")
+
+
 def test_replay_on_a_topic_without_table_shows_the_error(page: Any, stack: Stack) -> None:
     """The button's error path: the topic lost its table between render and click, the answer is shown."""
     _typed_topic_with_one_dead_letter(stack.http)
@@ -92,3 +118,18 @@ def test_topics_view_shows_each_topics_table_mode(page: Any, stack: Stack, tmp_p
     assert "Table: 4 rows, 1 dead-letter rows, lag 0 B" in card
     assert "table off" in page.inner_text("details[data-topic='con-plain'] summary")
     shot(page, tmp_path / "topics-tables.png")
+
+
+def test_overview_sums_the_table_topics(page: Any, stack: Stack, tmp_path: Path) -> None:
+    _typed_topic_with_one_dead_letter(stack.http)
+    tables = stack.http.get("/v1/broker").json()["tables"]
+    assert TOPIC in tables
+    rows, dead = sum(s["rows"] or 0 for s in tables.values()), sum(s["dlq_rows"] or 0 for s in tables.values())
+    text = open_view(page, stack.broker.url + "/console", "overview")
+    assert f"Table topics\t{len(tables)}" in text
+    assert f"Rows / dead-letter rows\t{rows:,} / {dead:,}" in text and dead >= 1
+    assert "Largest lag\t0 B, 0.0 s" in text and "Tables with an error\t0" in text
+    page.click("text=Each table in the Tables view")
+    page.wait_for_selector("#view > div[data-view='tables'][data-loaded='true']")
+    assert TOPIC in page.inner_text("#tables-list")
+    shot(page, tmp_path / "overview-tables.png")

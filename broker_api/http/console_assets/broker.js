@@ -1,4 +1,4 @@
-// Overview: this broker's identity, store, HA state and lag, NameServer registration, mirror lag.
+// Overview: this broker's identity, store, HA state and lag, NameServer registration, mirror and table lag.
 
 import { api } from "./api.js";
 import { facts, fmtBytes, fmtNum, fmtTime, h, section, table } from "./dom.js";
@@ -56,6 +56,21 @@ export function mirrorView(m) {
   ]);
 }
 
+// The worst lag and the dead letters over every table topic (details in the Tables view).
+function tablesView(tables) {
+  const all = Object.values(tables || {});
+  if (all.length === 0) return h("p", { class: "empty" }, "no table topic (no topic has table.mode raw or typed)");
+  const max = (key) => Math.max(...all.map((s) => s[key] || 0));
+  const sum = (key) => all.reduce((acc, s) => acc + (s[key] || 0), 0);
+  const failing = all.filter((s) => s.last_error).length;
+  return h("div", {}, facts([
+    ["Table topics", all.length],
+    ["Largest lag", `${fmtBytes(max("lag_bytes"))}, ${fmtNum(max("lag_seconds"), 1)} s`],
+    ["Rows / dead-letter rows", `${fmtNum(sum("rows"))} / ${fmtNum(sum("dlq_rows"))}`],
+    ["Tables with an error", failing],
+  ]), h("p", { class: "hint" }, h("a", { href: "#tables" }, "Each table in the Tables view")));
+}
+
 export async function render(root) {
   const b = await api("/v1/broker");
   root.append(
@@ -64,5 +79,6 @@ export async function render(root) {
     section("HA replication", haView(b.ha)),
     section("NameServer registration", registration(b.namesrv, b.namesrv_addr)),
     section("Delta mirror", mirrorView(b.mirror)),
+    section("Table topics", tablesView(b.tables)),
   );
 }
