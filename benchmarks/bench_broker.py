@@ -13,6 +13,9 @@ Phases, each side by side in one run:
 * Arrow pull: pages of 10,000 messages (``Accept: application/vnd.apache.arrow.stream``)
   vs Redis ``XREADGROUP ... COUNT 1000 NOACK``
 * long-poll latency: 1,000 msg/s produced, a consumer long-polls; p50/p99 produce -> receive
+* sync: 32 connections each POSTing one message at a time to a second broker with SYNC flush
+  (``[fast_failure] write_threads = 32``) vs one 200 B write + fdatasync per message on the
+  same disk; the two alternate in 4 slices (issue 15: the group commit must group)
 * soak (optional): single produce at half the measured rate; broker anonymous memory,
   threads and file descriptors before/after.
 
@@ -78,10 +81,10 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) -
     raise RuntimeError(f"nothing listening on {port} after {timeout_s}s")
 
 
-def start_broker(data_dir: Path, flush_mode: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_broker(data_dir: Path, flush_mode: str, **extra: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = {**os.environ, "SPARKMQ_MIRROR__ENABLED": "false", "SPARKMQ_STORE__FLUSH_MODE": flush_mode,
-           "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(256 << 20)}
+           "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(256 << 20), **extra}
     proc = subprocess.Popen([sys.executable, "-m", "broker_api", "serve", "--port", str(port),
                              "--data-dir", str(data_dir)], cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     wait_port(port, proc)
@@ -227,6 +230,38 @@ def phase_single_produce(rec: Recorder, args: argparse.Namespace, bport: int, ba
     return broker
 
 
+def _fdatasync_peer(path: Path, seconds: float) -> int:
+    """One 200 B write + fdatasync per message on a plain file; how many in ``seconds``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    count, stop_at = 0, time.perf_counter() + seconds
+    try:
+        while time.perf_counter() < stop_at:
+            os.write(fd, b"y" * 200)
+            os.fdatasync(fd)
+            count += 1
+    finally:
+        os.close(fd)
+    return count
+
+
+def phase_sync(rec: Recorder, args: argparse.Namespace, tmp: Path) -> None:
+    """32 concurrent single-message producers against a SYNC-flush broker vs fdatasync per message."""
+    rec.phase(f"SYNC flush, 32 HTTP producers vs fdatasync per message ({args.duration:g} s each)")
+    proc, port = start_broker(tmp / "sync", "sync", SPARKMQ_FAST_FAILURE__WRITE_THREADS="32")
+    try:
+        req = http_request(port, f"/v1/topics/{TOPIC}s/messages", orjson.dumps({"messages": [{"body": "x" * 100}]}))
+        in_processes(2, http_load, port, req, 0.5, 16)  # creates the topic, warms up
+        slice_s, done, peer = args.duration / 4, 0, 0
+        for _ in range(4):
+            peer += _fdatasync_peer(tmp / "peer.log", slice_s)
+            done += sum(r["requests"] for r in in_processes(2, http_load, port, req, slice_s, 16))
+    finally:
+        stop(proc)
+    report(rec, Measure("broker.sync_single", "HTTP single produce, SYNC flush, 32 producers", done / args.duration,
+                        "msg/s", peer="fdatasync per 200 B write", peer_value=peer / args.duration,
+                        targets=(Target(">=", 10.0, "ratio"),)))
+
+
 def phase_pull(rec: Recorder, bport: int, rport: int | None, skipped: str | None) -> None:
     rec.phase("Arrow pull of everything produced")
     n, seconds = pull_arrow_all(bport, TOPIC, QUEUES)
@@ -279,8 +314,8 @@ def main() -> None:
     parser.add_argument("--flush-mode", default="async", choices=["async", "sync"])
     parser.add_argument("--soak-s", type=float, default=0.0, help="memory soak length (0 = skip)")
     parser.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
-    parser.add_argument("--phases", default="batch,single,pull,latency",
-                        help="comma-separated subset of batch,single,pull,latency (pull needs batch)")
+    parser.add_argument("--phases", default="batch,single,pull,latency,sync",
+                        help="comma-separated subset of batch,single,pull,latency,sync (pull needs batch)")
     parser.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     parser.add_argument("--bare-server", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -308,6 +343,8 @@ def run(args: argparse.Namespace) -> None:
         print(f"sparkmq broker bench: {os.cpu_count()} cores, {args.duration:g} s per phase, "
               f"{args.clients} client processes, flush {args.flush_mode}", flush=True)
         run_phases(rec, args, (broker, bport, bare_port, rport), skipped)
+        if "sync" in args.phases.split(","):
+            phase_sync(rec, args, tmp)
     finally:
         for proc in procs:
             stop(proc)
