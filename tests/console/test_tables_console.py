@@ -100,7 +100,7 @@ def test_replay_on_a_topic_without_table_shows_the_error(page: Any, stack: Stack
         page.click(f"button.replay[data-topic='{TOPIC}']")
         error = page.locator("#replay-result .error")
         error.wait_for()
-        assert f"topic '{TOPIC}' has no table" in error.inner_text()
+        assert f"404 table_not_found: topic '{TOPIC}' has no table" in error.inner_text()
     finally:
         on = stack.http.put(f"/v1/topics/{TOPIC}", json={"table": {"mode": "typed"}})
         assert on.status_code == 200, on.text
