@@ -15,7 +15,7 @@ def spans(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     return u8[starts[:, None] + np.arange(width)]
 
 
-def gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[bytes, np.ndarray]:
+def gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ranges ``[start, start+length)`` back to back, and their int32 offsets (n + 1).
 
     Runs of equal, evenly spaced ranges (one put's records) are copied as one strided block
@@ -35,7 +35,7 @@ def gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[byt
         lens = lengths[rest]
         dest = np.repeat(offsets[rest], lens) + _within(lens)
         out[dest] = u8[np.repeat(starts[rest], lens) + _within(lens)]
-    return out.tobytes(), offsets.astype(np.int32)
+    return out, offsets.astype(np.int32)  # the uint8 array itself: Arrow wraps it without a copy
 
 
 def _within(lengths: np.ndarray) -> np.ndarray:

@@ -297,9 +297,9 @@ class PullColumns:
     store_hosts: np.ndarray  # uint64, each record's own (a slave serves the master's)
     born_timestamps: np.ndarray  # int64 ms
     store_timestamps: np.ndarray  # int64 ms
-    bodies: bytes
+    bodies: np.ndarray  # uint8
     body_offsets: np.ndarray  # int32, n + 1
-    properties: bytes
+    properties: np.ndarray  # uint8
     property_offsets: np.ndarray  # int32, n + 1
     damaged: DamagedRecord | None = None  # always None: a page with damage takes the PullBatch path
 
@@ -378,10 +378,10 @@ def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarra
             "bodies": bodies, "body_offsets": body_offsets, "properties": props, "property_offsets": prop_offsets}
 
 
-def _bodies_ok(bodies: bytes, buf: memoryview, h: _Headers) -> bool:
+def _bodies_ok(bodies: np.ndarray, buf: memoryview, h: _Headers) -> bool:
     """Whether every body matches its stored CRC: bodies of one length (now back to back in
     ``bodies``) with one zlib call (:mod:`.crc_fold`), others run by run as the scanner does."""
     width = int(h.blen[0])
     if width > 0 and (h.blen == width).all():
-        return run_ok(np.frombuffer(bodies, np.uint8), 0, width, len(h.blen), width, h.hdr["crc"])
+        return run_ok(bodies, 0, width, len(h.blen), width, h.hdr["crc"])
     return bool(_crc_ok(buf, h).all())  # type: ignore[arg-type]  # any buffer will do

@@ -62,9 +62,9 @@ def _per_row(u8: np.ndarray, rows: np.ndarray, starts: np.ndarray, lengths: np.n
 _TAGS, _KEYS = (int.from_bytes(name, "little") for name in (b"TAGS", b"KEYS"))
 
 
-def _property_columns(raw: bytes, offsets: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+def _property_columns(raw: np.ndarray, offsets: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
     """keys, tags and properties from the codec's ``name\\x01value\\x02`` blobs, per page (no per-row loop)."""
-    n, u8 = len(offsets) - 1, np.frombuffer(raw, np.uint8)
+    n, u8 = len(offsets) - 1, raw
     ends, seps = np.flatnonzero(u8 == 2), np.flatnonzero(u8 == 1)
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if len(ends) else ends
     rows = np.searchsorted(offsets, starts, side="right") - 1
@@ -98,14 +98,15 @@ def parse_fields(raw: str | None) -> frozenset[str] | None:
     return names
 
 
-def columns_to_arrow(page: PullColumns, fields: frozenset[str] | None = None) -> bytes:
-    """One Arrow IPC stream with :func:`pull_schema` ``(fields)`` from flat page buffers."""
+def columns_to_arrow(page: PullColumns, fields: frozenset[str] | None = None) -> memoryview:
+    """One Arrow IPC stream with :func:`pull_schema` ``(fields)`` from flat page buffers (a view of
+    Arrow's buffer: the response is written from it without a copy)."""
     schema = pull_schema(fields)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
         if len(page):
             writer.write_batch(_page_batch(page, schema))
-    return sink.getvalue().to_pybytes()
+    return memoryview(sink.getvalue())
 
 
 def _page_batch(page: PullColumns, schema: pa.Schema) -> pa.RecordBatch:
