@@ -123,6 +123,8 @@ class GroupCommitService(_Service):
     while an fdatasync runs pile up for the next one, so the group grows
     with the load.  Waking a put costs one lock release, with no shared lock
     to re-acquire, so the cost per put does not grow with the group.
+    ``on_flushed`` runs once per group (the store wakes the reput there, not
+    once per put).
     """
 
     name = "flush-group-commit"
@@ -134,6 +136,7 @@ class GroupCommitService(_Service):
         self._pending: list[_Request] = []
         self._work = threading.Event()
         self._closed = True  # not running: puts flush inline
+        self.on_flushed: Callable[[], None] = lambda: None  # after each group: the store wakes the reput
         self.groups = 0  # fdatasyncs that served at least one put
         self.served = 0  # puts served by them
 
@@ -194,6 +197,7 @@ class GroupCommitService(_Service):
         for req in reqs:
             req.error = error
             req.lock.release()
+        self.on_flushed()
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -76,6 +76,7 @@ class MessageStore:
         if config.flush_mode == "sync":
             self._flusher = GroupCommitService(self.commitlog, self.flush_stats,
                                                timeout_s=config.sync_flush_timeout_ms / 1000)
+            self._flusher.on_flushed = self.reput.notify  # once per group: every put waits for a flush
         else:
             self._flusher = AsyncFlushService(self.commitlog, config.flush_interval_ms, config.flush_min_pages,
                                               self.flush_stats)
@@ -229,7 +230,8 @@ class MessageStore:
         return used
 
     def _appended(self, end: int) -> None:
-        self.reput.notify(end)
+        if not isinstance(self._flusher, GroupCommitService):  # SYNC: woken once per group commit
+            self.reput.notify(end)
         for listener in self._append_listeners:
             listener(end)
 
