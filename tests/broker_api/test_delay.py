@@ -140,8 +140,9 @@ def test_timer_messages_survive_sigkill_and_are_delivered_once(fast_broker: Any)
     now = int(time.time() * 1000)
     with httpx.Client(base_url=b.url, timeout=30) as c:
         _topic(c, "tk")
-        # due before the kill, due during the downtime, due after the restart
-        for k, at in enumerate((now + 500, now + 2000, now + 5000)):
+        # due before the kill, due during the downtime, due after the restart (far enough out that a
+        # slow restart on a loaded machine still comes first)
+        for k, at in enumerate((now + 500, now + 2000, now + 15000)):
             resp = c.post("/v1/topics/tk/messages",
                           json={"messages": [{"body": f"t{k}-{i}", "deliver_at_ms": at + i} for i in range(200)]})
             assert resp.status_code == 200
@@ -154,7 +155,7 @@ def test_timer_messages_survive_sigkill_and_are_delivered_once(fast_broker: Any)
         assert 'sparkmq_delay_pending_messages{level="timer"} 200' in c.get("/metrics").text
     b.restart()  # a clean restart in between keeps the rest pending
     with httpx.Client(base_url=b.url, timeout=30) as c:
-        _wait_for(c, "tk", 600, 8.0)
+        _wait_for(c, "tk", 600, max(8.0, (now + 15000) / 1000 - time.time() + 8.0))
         time.sleep(0.5)
         bodies = [m["body"] for m in _read(c, "tk")]
     assert sorted(bodies) == sorted(f"t{k}-{i}" for k in range(3) for i in range(200))
