@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from . import upkeep
 from .errors import MirrorError
 from .rows import MESSAGE_SCHEMA, PARTITION_COLUMN
 
 __all__ = ["MirrorTable"]
 
 _log = logging.getLogger(__name__)
-_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 _MAX_ATTEMPTS = 8
 
 
@@ -67,27 +67,19 @@ class MirrorTable:
         raise MirrorError(f"gave up appending to {self._uri} after {_MAX_ATTEMPTS} lost races")
 
     def compact(self) -> None:
-        """Rewrite small files into larger ones (same rows, new files)."""
-        self._maintain("compact", lambda t: t.optimize.compact(post_commithook_properties=_NO_HOOKS))
+        self._maintain("compact", upkeep.compact)
 
     def checkpoint(self) -> None:
-        """Write a checkpoint so readers do not replay the whole log."""
-        self._maintain("checkpoint", lambda t: t.create_checkpoint())
+        self._maintain("checkpoint", upkeep.checkpoint)
 
     def vacuum(self, retention_hours: float) -> None:
-        """Delete files removed from the table more than ``retention_hours`` ago."""
-        hours = max(0, int(retention_hours))
-        self._maintain(
-            "vacuum",
-            lambda t: t.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False,
-                               post_commithook_properties=_NO_HOOKS),
-        )
+        self._maintain("vacuum", lambda t: upkeep.vacuum(t, retention_hours))
 
     def _write(self, rows: pa.Table, end_offset: int) -> None:
         props = CommitProperties(app_transactions=[Transaction(self._app_id, end_offset)], max_commit_retries=0)
         write_deltalake(
             self._table, rows, mode="append", commit_properties=props,
-            post_commithook_properties=_NO_HOOKS,
+            post_commithook_properties=upkeep.NO_HOOKS,
         )
 
     def _maintain(self, what: str, action: Callable[[DeltaTable], object]) -> None:

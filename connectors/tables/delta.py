@@ -23,15 +23,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from .. import upkeep
 from ..errors import TableError
 
 __all__ = ["TopicDelta"]
 
 _log = logging.getLogger(__name__)
-_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 _MAX_ATTEMPTS = 8
 MergePlan = Callable[[DeltaTable, pa.Table, CommitProperties], dict[str, Any]]
 
@@ -121,16 +121,13 @@ class TopicDelta:
         return int(pc.sum(actions["num_records"]).as_py() or 0)
 
     def compact(self) -> None:
-        self._maintain("compact", lambda t: t.optimize.compact(post_commithook_properties=_NO_HOOKS))
+        self._maintain("compact", upkeep.compact)
 
     def checkpoint(self) -> None:
-        self._maintain("checkpoint", lambda t: t.create_checkpoint())
+        self._maintain("checkpoint", upkeep.checkpoint)
 
     def vacuum(self, retention_hours: float) -> None:
-        hours = max(0, int(retention_hours))
-        self._maintain("vacuum", lambda t: t.vacuum(retention_hours=hours, dry_run=False,
-                                                     enforce_retention_duration=False,
-                                                     post_commithook_properties=_NO_HOOKS))
+        self._maintain("vacuum", lambda t: upkeep.vacuum(t, retention_hours))
 
     def refresh(self) -> None:
         try:
@@ -170,7 +167,7 @@ class TopicDelta:
 
     @staticmethod
     def _write(table: DeltaTable, rows: pa.Table, props: CommitProperties) -> dict[str, Any]:
-        write_deltalake(table, rows, mode="append", commit_properties=props, post_commithook_properties=_NO_HOOKS)
+        write_deltalake(table, rows, mode="append", commit_properties=props, post_commithook_properties=upkeep.NO_HOOKS)
         return {}
 
     def _maintain(self, what: str, action: Callable[[DeltaTable], object]) -> None:

@@ -23,11 +23,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import PostCommitHookProperties, write_deltalake
+from deltalake import write_deltalake
 from deltalake.exceptions import DeltaError
 
 from store import MessageStore
 
+from .. import upkeep
 from ..errors import TableError
 from ..rows import MESSAGE_SCHEMA
 from .merge import upsert_plan
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     from .topic import TopicTable
 
 __all__ = ["replay_dead_letters"]
-
-_NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
 def replay_dead_letters(table: TopicTable, store: MessageStore) -> dict[str, int]:
@@ -61,8 +60,8 @@ def replay_dead_letters(table: TopicTable, store: MessageStore) -> dict[str, int
         else:
             fresh = _not_in_table(out.rows, table)
             if fresh.num_rows:
-                write_deltalake(table.table.table, fresh, mode="append", post_commithook_properties=_NO_HOOKS)
-        write_deltalake(table.dlq.table, out.dlq, mode="overwrite", post_commithook_properties=_NO_HOOKS)
+                write_deltalake(table.table.table, fresh, mode="append", post_commithook_properties=upkeep.NO_HOOKS)
+        write_deltalake(table.dlq.table, out.dlq, mode="overwrite", post_commithook_properties=upkeep.NO_HOOKS)
     except (DeltaError, OSError) as exc:
         raise TableError(f"replay of the dead letters of {table.topic!r} failed: {exc}; run it again") from exc
     table.table.refresh()
