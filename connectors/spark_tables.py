@@ -30,7 +30,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from .errors import ConnectorError
-from .spark_view import _file_uri, _spark_path, delta_jars_loadable, register_spark_view
+from .spark_view import action_file_uri, spark_path, delta_jars_loadable, register_spark_view
 
 __all__ = ["register_table_topics", "table_changes", "table_locations"]
 
@@ -101,7 +101,7 @@ def table_changes(spark: Any, source: str, topic: str, *, starting_version: int 
         raise ConnectorError("a change feed needs delta-spark's jars; build the session with "
                              "connectors.spark_view.with_delta(builder)")
     return (spark.readStream.format("delta").option("readChangeFeed", "true")
-            .option("startingVersion", str(starting_version)).load(_spark_path(uri)))
+            .option("startingVersion", str(starting_version)).load(spark_path(uri)))
 
 
 def _exists(uri: str) -> bool:
@@ -129,7 +129,7 @@ def snapshot_frame(spark: Any, uri: str) -> Any:
     groups: dict[tuple[Any, ...], list[str]] = defaultdict(list)
     for action in actions:
         key = tuple(action.get(f"partition.{p}") for p in parts)
-        groups[key].append(_spark_path(_file_uri(root, str(action["path"]))))
+        groups[key].append(spark_path(action_file_uri(root, str(action["path"]))))
     types = {f.name: f.dataType for f in full.fields}
     if not groups:
         return spark.createDataFrame([], full)

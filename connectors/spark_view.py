@@ -115,7 +115,7 @@ def mirror_stream(spark: Any, table_uri: str, *, starting_version: int | None = 
     reader = spark.readStream.format("delta")
     if starting_version is not None:
         reader = reader.option("startingVersion", str(starting_version))
-    return reader.load(_spark_path(table_uri))
+    return reader.load(spark_path(table_uri))
 
 
 def _delta_frame(spark: Any, table_uri: str, version: int | None) -> Any:
@@ -125,7 +125,7 @@ def _delta_frame(spark: Any, table_uri: str, version: int | None) -> Any:
     if version is not None:
         reader = reader.option("versionAsOf", str(version))
     try:
-        return reader.load(_spark_path(table_uri))
+        return reader.load(spark_path(table_uri))
     except Exception as exc:  # noqa: BLE001 - py4j/Spark errors, translated
         raise ConnectorError(f"format('delta') cannot read {table_uri}: {exc}") from exc
 
@@ -154,7 +154,7 @@ def snapshot_dataframe(spark: Any, table_uri: str, version: int | None = None) -
     root = table.table_uri.rstrip("/")
     by_date: dict[dt.date | None, list[str]] = defaultdict(list)
     for action in actions:
-        by_date[_partition_date(action)].append(_spark_path(_file_uri(root, str(action["path"]))))
+        by_date[_partition_date(action)].append(spark_path(action_file_uri(root, str(action["path"]))))
     if not by_date:
         return spark.createDataFrame([], schema).withColumn(PARTITION_COLUMN, F.lit(None).cast("date"))
     frames = [
@@ -180,7 +180,7 @@ def _schema_json(table: DeltaTable) -> dict:
     return json.loads(table.schema().to_json())
 
 
-def _file_uri(root: str, path: str) -> str:
+def action_file_uri(root: str, path: str) -> str:
     """Absolute location of an add action's (URL-encoded, usually relative) path."""
     if "://" in path:
         return path
@@ -199,7 +199,7 @@ def _partition_date(action: dict) -> dt.date | None:
     return dt.date.fromisoformat(str(value)[:10])
 
 
-def _spark_path(uri: str) -> str:
+def spark_path(uri: str) -> str:
     """delta-rs gives local files as plain paths or file:// URIs; Spark takes both as file:."""
     if "://" in uri and not uri.startswith("file://"):
         return uri
