@@ -6,22 +6,28 @@
 * :class:`GroupCommitService` (flush_mode "sync"): a put waits until an
   fdatasync covers its bytes.  Requests that arrive while a sync runs are
   served together by the next one, so concurrent puts share one fdatasync
-  (RocketMQ's GroupCommitService).
+  (RocketMQ's GroupCommitService).  A thread waits on a lock of its own
+  (``wait_for``); an asyncio caller awaits a future (``wait_async``) and
+  holds no thread: the flush thread settles a group's futures with one
+  ``call_soon_threadsafe`` per event loop.
 * :class:`LogicsFlushService`: flushes ConsumeQueues and the index and
   writes the checkpoint, on a cadence and at shutdown.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .commitlog import CommitLog
-from .errors import FlushTimeoutError, StoreError
+from .config import StoreConfig
+from .errors import FlushTimeoutError, StoreClosedError, StoreError
 
-__all__ = ["AsyncFlushService", "GroupCommitService", "LogicsFlushService", "FlushStats"]
+__all__ = ["AsyncFlushService", "GroupCommitService", "LogicsFlushService", "FlushStats", "make_flusher"]
 
 _log = logging.getLogger(__name__)
 _PAGE = 4096
@@ -97,7 +103,10 @@ class AsyncFlushService(_Service):
                 last_full = time.monotonic()
         self.commitlog.flush()
 
-    def wait_for(self, offset: int) -> None:
+    def wait_for(self, offset: int, results: list[Any] | None = None) -> None:
+        """ASYNC puts never wait."""
+
+    async def wait_async(self, offset: int, results: list[Any] | None = None) -> None:
         """ASYNC puts never wait."""
 
 
@@ -110,6 +119,30 @@ class _Request:
         self.lock = threading.Lock()
         self.lock.acquire()
         self.error: BaseException | None = None
+
+
+class _LoopWaiter:
+    """One coroutine waiting for an fdatasync: a future of ``loop`` the flush thread settles."""
+
+    __slots__ = ("loop", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        self.loop, self.future = loop, future
+
+
+def _settle(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    """On the loop: answer every waiter of one group (those that timed out already are skipped)."""
+    for fut in futures:
+        if not fut.done():
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+
+def _expire(fut: asyncio.Future[None], offset: int, timeout: float, results: list[Any] | None) -> None:
+    if not fut.done():
+        fut.set_exception(FlushTimeoutError(f"fdatasync did not cover offset {offset} within {timeout}s", results))
 
 
 class GroupCommitService(_Service):
@@ -133,7 +166,7 @@ class GroupCommitService(_Service):
         super().__init__()
         self.commitlog, self.stats, self.timeout = commitlog, stats, timeout_s
         self._mutex = threading.Lock()  # guards _pending only; held for a list append or swap
-        self._pending: list[_Request] = []
+        self._pending: list[_Request | _LoopWaiter] = []
         self._work = threading.Event()
         self._closed = True  # not running: puts flush inline
         self.on_flushed: Callable[[], None] = lambda: None  # after each group: the store wakes the reput
@@ -151,37 +184,61 @@ class GroupCommitService(_Service):
         with self._mutex:
             self._closed = True
         super().stop()
-        self._serve(self._take())  # requests the thread left: served here
+        self._serve(self._take(), stopping=True)  # requests the thread left: served here
         self.commitlog.flush()
 
-    def wait_for(self, offset: int) -> None:
-        """Block until an fdatasync covers ``offset`` (the caller appended up to it already)."""
+    def _enqueue(self, req: _Request | _LoopWaiter) -> bool:
+        """Add ``req`` to the next group; False when not running (the caller flushes inline)."""
+        with self._mutex:
+            if self._closed:  # not started, or stopping
+                return False
+            first = not self._pending
+            self._pending.append(req)
+        if first:
+            self._work.set()
+        return True
+
+    def wait_for(self, offset: int, results: list[Any] | None = None) -> None:
+        """Block until an fdatasync covers ``offset`` (the caller appended up to it already).
+
+        A timeout raises FlushTimeoutError carrying ``results`` (stored, not confirmed on disk)."""
         if self.commitlog.queue.flushed_offset() >= offset:
             return
         req = _Request()
-        with self._mutex:
-            closed = self._closed
-            first = not self._pending
-            if not closed:
-                self._pending.append(req)
-        if closed:  # not started, or stopping
+        if not self._enqueue(req):
             self.commitlog.flush()
             return
-        if first:
-            self._work.set()
         if not req.lock.acquire(timeout=self.timeout):
-            raise FlushTimeoutError(f"fdatasync did not cover offset {offset} within {self.timeout}s")
+            raise FlushTimeoutError(f"fdatasync did not cover offset {offset} within {self.timeout}s", results)
         if req.error is not None:
             raise req.error
 
-    def _take(self) -> list[_Request]:
+    async def wait_async(self, offset: int, results: list[Any] | None = None) -> None:
+        """``wait_for`` for a coroutine: awaits the group fdatasync covering ``offset`` on the
+        running loop without holding a thread.  Same answers: FlushTimeoutError with
+        ``results`` after the timeout, the fdatasync's error, StoreClosedError if the store
+        stopped and could not flush it."""
+        if self.commitlog.queue.flushed_offset() >= offset:
+            return
+        loop = asyncio.get_running_loop()
+        waiter = _LoopWaiter(loop, loop.create_future())
+        if not self._enqueue(waiter):
+            self.commitlog.flush()
+            return
+        timer = loop.call_later(self.timeout, _expire, waiter.future, offset, self.timeout, results)
+        try:
+            await waiter.future
+        finally:
+            timer.cancel()
+
+    def _take(self) -> list[_Request | _LoopWaiter]:
         with self._mutex:
             reqs, self._pending = self._pending, []
             self._work.clear()
         return reqs
 
-    def _serve(self, reqs: list[_Request]) -> None:
-        """One fdatasync for the whole group, then wake each of its puts."""
+    def _serve(self, reqs: list[_Request | _LoopWaiter], stopping: bool = False) -> None:
+        """One fdatasync for the whole group, then wake each of its puts (one loop call per event loop)."""
         if not reqs:
             return
         error: BaseException | None = None
@@ -191,18 +248,38 @@ class GroupCommitService(_Service):
             self.stats.record(time.perf_counter() - t0)
         except Exception as exc:  # the puts of this group answer it; the thread goes on
             _log.exception("group commit fdatasync failed")
-            error = exc
+            error = StoreClosedError(f"the store stopped and its last fdatasync failed ({exc}); the messages "
+                                     "were appended but are not confirmed on disk") if stopping else exc
         self.groups += 1
         self.served += len(reqs)
+        loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         for req in reqs:
-            req.error = error
-            req.lock.release()
+            if isinstance(req, _LoopWaiter):
+                loops.setdefault(req.loop, []).append(req.future)
+            else:
+                req.error = error
+                req.lock.release()
+        for loop, futures in loops.items():
+            try:
+                loop.call_soon_threadsafe(_settle, futures, error)
+            except RuntimeError:  # that loop is closed: nobody awaits these any more
+                pass
         self.on_flushed()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self._work.wait()
             self._serve(self._take())
+
+
+def make_flusher(commitlog: CommitLog, config: StoreConfig, stats: FlushStats,
+                 on_flushed: Callable[[], None]) -> GroupCommitService | AsyncFlushService:
+    """The CommitLog flusher of ``config.flush_mode``; with SYNC, ``on_flushed`` runs once per group."""
+    if config.flush_mode != "sync":
+        return AsyncFlushService(commitlog, config.flush_interval_ms, config.flush_min_pages, stats)
+    service = GroupCommitService(commitlog, stats, timeout_s=config.sync_flush_timeout_ms / 1000)
+    service.on_flushed = on_flushed
+    return service
 
 
 class LogicsFlushService(_Service):

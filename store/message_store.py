@@ -35,8 +35,8 @@ from .commitlog import CommitLog
 from .config import StoreConfig
 from .consume_queue_store import ConsumeQueueStore
 from .dispatch import DispatchBatch, Dispatcher
-from .errors import DiskFullError, FlushTimeoutError, MessageNotFoundError, StoreClosedError
-from .flush import AsyncFlushService, FlushStats, GroupCommitService, LogicsFlushService
+from .errors import DiskFullError, MessageNotFoundError, StoreClosedError
+from .flush import FlushStats, GroupCommitService, LogicsFlushService, make_flusher
 from .index_service import IndexService
 from .lockfile import StoreLock
 from .message import GetResult, GetStatus, Message, PutResult, StoredMessage
@@ -72,14 +72,8 @@ class MessageStore:
         self.reput = ReputService(self.commitlog, self.queues, config.reput_batch_bytes)
         self.reput.dispatchers.append(self.index)
         self.flush_stats = FlushStats()
-        self._flusher: GroupCommitService | AsyncFlushService
-        if config.flush_mode == "sync":
-            self._flusher = GroupCommitService(self.commitlog, self.flush_stats,
-                                               timeout_s=config.sync_flush_timeout_ms / 1000)
-            self._flusher.on_flushed = self.reput.notify  # once per group: every put waits for a flush
-        else:
-            self._flusher = AsyncFlushService(self.commitlog, config.flush_interval_ms, config.flush_min_pages,
-                                              self.flush_stats)
+        # SYNC: the reput is woken once per group commit (every put waits for a flush)
+        self._flusher = make_flusher(self.commitlog, config, self.flush_stats, self.reput.notify)
         self._logics = LogicsFlushService(config.checkpoint_interval_ms, self._flush_logics)
         self._retention = RetentionService(
             self.commitlog, root, config.retention_hours, config.disk_soft_limit_ratio,
@@ -175,8 +169,9 @@ class MessageStore:
         self.index.delete_files_before(commitlog_min)
 
     # -- write -----------------------------------------------------------
-    def put_messages(self, messages: list[Message]) -> list[PutResult]:
-        """Append a batch atomically; with SYNC flush, returns once it is on disk."""
+    def put_messages(self, messages: list[Message], wait: bool = True) -> list[PutResult]:
+        """Append a batch atomically; with SYNC flush, returns once it is on disk (with
+        ``wait=False`` at once: then ``await wait_flushed(results)``)."""
         if not messages:
             self._check_running()
             return []
@@ -187,12 +182,15 @@ class MessageStore:
         n, ts = len(messages), res.store_timestamp
         results = list(map(PutResult._make, zip(ids, [m.topic for m in messages], batch.queue_ids,
                                                 res.queue_offsets, res.phy_offsets, batch.sizes, [ts] * n)))
-        try:
-            self._flusher.wait_for(res.end_offset)
-        except FlushTimeoutError as exc:
-            exc.results = results  # stored: the caller answers FLUSH_DISK_TIMEOUT, not an error
-            raise
+        if wait:  # a timeout's FlushTimeoutError carries the results: the caller answers FLUSH_DISK_TIMEOUT
+            self._flusher.wait_for(res.end_offset, results)
         return results
+
+    async def wait_flushed(self, results: list[PutResult]) -> None:
+        """After ``put_messages(..., wait=False)``: with SYNC flush, awaits the group fdatasync that
+        covers ``results`` on the running loop, holding no thread; answers as ``put_messages``."""
+        if results:
+            await self._flusher.wait_async(results[-1].phy_offset + results[-1].size, results)
 
     def put_columns(self, topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
                     keys: Sequence[str] | None = None, tags: str | None = None) -> ColumnPutResult:
