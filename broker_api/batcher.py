@@ -7,7 +7,10 @@ wake-ups) are paid per group instead of per request.  Under light load a
 group is one request and the only cost is one loop iteration.
 
 A group larger than ``_INLINE_MAX_MESSAGES`` is written on the write pool
-even with ASYNC flush, so a bulk request never stalls the event loop.
+even with ASYNC flush, so a bulk request never stalls the event loop.  With
+SYNC flush a group is appended the same way and then awaits the store's group
+fdatasync (``MessageStore.wait_flushed``): no thread is held while the disk
+works, so any number of groups share one fdatasync.
 
 Results are handed back to each request in its own order.  If a group fails
 validation (one request carried a malformed message), every request of the
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from store import InvalidMessageError, Message, PutResult
 from store.errors import FlushTimeoutError
@@ -38,9 +41,11 @@ _INLINE_MAX_MESSAGES = 2048
 class ProduceBatcher:
     """Coalesces the produce requests of one loop iteration into one put."""
 
-    def __init__(self, gate: WriteGate, put: Callable[[list[Message]], list[PutResult]]) -> None:
+    def __init__(self, gate: WriteGate, put: Callable[[list[Message], bool], list[PutResult]],
+                 wait_flushed: Callable[[list[PutResult]], Awaitable[None]] | None = None) -> None:
         self._gate = gate
-        self._put = put
+        self._put = put  # (messages, wait for the SYNC fdatasync)
+        self._wait_flushed = wait_flushed  # SYNC flush: awaited after the append, on the loop
         self._pending: list[_Item] = []
         self._scheduled = False
         self.groups = 0
@@ -77,8 +82,11 @@ class ProduceBatcher:
         combined = [m for msgs, _, _ in live for m in msgs] if len(live) > 1 else live[0][0]
         try:
             # The group's wait for the store is its oldest request's.
-            results = await self._gate.run(self._put, combined, enqueued=min(item[2] for item in live),
-                                           offload=len(combined) > _INLINE_MAX_MESSAGES)
+            sync = self._wait_flushed is not None
+            results = await self._gate.run(self._put, combined, not sync, enqueued=min(item[2] for item in live),
+                                           offload=len(combined) > _INLINE_MAX_MESSAGES, inline=sync)
+            if self._wait_flushed is not None:
+                await self._wait_flushed(results)
         except InvalidMessageError as exc:
             if len(live) == 1:
                 _fail(live, exc)

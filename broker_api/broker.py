@@ -56,7 +56,8 @@ class Broker:
         self.gate = WriteGate(settings.fast_failure, inline=settings.store.flush_mode == "async",
                               max_wait_ms=settings.server.max_wait_ms)
         self.admission = Admission(settings.server, settings.fast_failure.retry_after_s)
-        self.writer = ProduceBatcher(self.gate, self.store.put_messages)
+        self.writer = ProduceBatcher(self.gate, self.store.put_messages,  # SYNC: awaits its fdatasync, no thread
+                                     self.store.wait_flushed if settings.store.flush_mode == "sync" else None)
         self.transactions = TransactionService(self.store, meta, settings.transactions)
         self.delay = DelayService(self.store, settings.delay, meta)  # delay levels and timers; see delay.py
         self.checkback = CheckBackService(self.transactions, self.store, settings.transactions,

@@ -1,10 +1,11 @@
 """Store writes off the event loop, with RocketMQ's BrokerFastFailure.
 
-With SYNC flush, writes run on a small thread pool so concurrent puts share
-one fdatasync (group commit).  With ASYNC flush a put never waits for the
-disk, so plain produces run inline on the event loop (a thread hop costs
-more than the put itself); writes that fsync broker metadata (transaction
-decisions) always use the pool.  Two checks answer 503 with ``Retry-After``
+With SYNC flush, writes that wait for their fdatasync run on a small thread
+pool; plain produces append inline on the event loop and then await the group
+fdatasync holding no thread (``run(..., inline=True)``, see batcher.py).  With
+ASYNC flush a put never waits for the disk, so plain produces run inline (a
+thread hop costs more than the put itself); writes that fsync broker metadata
+(transaction decisions) always use the pool.  Two checks answer 503 with ``Retry-After``
 instead of letting requests pile up:
 
 * a write that waited longer than the store-wait bound since it asked for
@@ -90,17 +91,18 @@ class WriteGate:
         return min(2 * self.put_ms_avg, _SYNC_ALLOWANCE_CAP_MS) if self._sync else 0.0
 
     async def run(self, fn: Callable[..., T], *args: object, offload: bool = False,
-                  enqueued: float | None = None) -> T:
+                  enqueued: float | None = None, inline: bool = False) -> T:
         """Run ``fn(*args)`` (inline or on the write pool), failing fast as described above.
 
-        ``offload`` forces the pool (for writes that fsync); ``enqueued`` is when the
-        request reached the write path (``time.monotonic()``; default now).
+        ``offload`` forces the pool (for writes that fsync); ``inline`` runs on the loop even
+        with SYNC flush (an append that does not wait for its fdatasync); ``enqueued`` is when
+        the request reached the write path (``time.monotonic()``; default now).
         """
         if self._pool is None:
             raise BrokerBusyError("the broker is not accepting writes (starting or stopping); retry shortly")
         self._check_busy()
         since = time.monotonic() if enqueued is None else enqueued
-        if self._inline and not offload:
+        if (self._inline or inline) and not offload:
             return self._call(fn, args, since)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._call, fn, args, since)
