@@ -29,6 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from store import DispatchBatch, SysFlag
+from store.readonly import raw_columns
+
+from .span_columns import key_column, msg_id_column, span_binary, tag_column, topic_column
 
 __all__ = ["MESSAGE_SCHEMA", "PARTITION_COLUMN", "SYSTEM_TOPIC_PREFIX", "batch_to_table", "keep_mask"]
 
@@ -77,23 +80,49 @@ def batch_to_table(batch: DispatchBatch, *, from_offset: int, bodies: bool) -> p
     if n == 0 or not mask.any():
         return MESSAGE_SCHEMA.empty_table()
     store_ts = _timestamps(batch.store_timestamps)
-    columns = [
-        pa.array(batch.topics, pa.string()),
+    fixed = [
         pa.array(np.asarray(batch.queue_ids, dtype=np.int32)),
         pa.array(np.asarray(batch.queue_offsets, dtype=np.int64)),
         pa.array(np.asarray(batch.phy_offsets, dtype=np.int64)),
+    ]
+    varying = _span_columns(batch, bodies) or _list_columns(batch, bodies)
+    topic, msg_id, keys, tags, properties, body = varying
+    columns = [topic, *fixed, msg_id, keys, tags, properties, _timestamps(batch.born_timestamps), store_ts,
+               pa.array(np.asarray(batch.sizes, dtype=np.int32)), body, pc.cast(store_ts, pa.date32())]
+    table = pa.Table.from_arrays(columns, schema=MESSAGE_SCHEMA)
+    return table if mask.all() else table.filter(pa.array(mask))
+
+
+def _list_columns(batch: DispatchBatch, bodies: bool) -> list[pa.Array]:
+    """topic, msg_id, keys, tags, properties, body from the batch's Python lists."""
+    n = len(batch)
+    return [
+        pa.array(batch.topics, pa.string()),
         pa.array(batch.msg_ids, pa.string()),
         pa.array(batch.keys, pa.list_(pa.string())),
         pa.array(batch.tags, pa.string()),
         decode_properties_column(batch.properties_raw),
-        _timestamps(batch.born_timestamps),
-        store_ts,
-        pa.array(np.asarray(batch.sizes, dtype=np.int32)),
         pa.array(batch.bodies, pa.binary()) if bodies else pa.nulls(n, pa.binary()),
-        pc.cast(store_ts, pa.date32()),
     ]
-    table = pa.Table.from_arrays(columns, schema=MESSAGE_SCHEMA)
-    return table if mask.all() else table.filter(pa.array(mask))
+
+
+def _span_columns(batch: DispatchBatch, bodies: bool) -> list[pa.Array] | None:
+    """The same columns gathered from the CommitLog bytes (None: not parsed from bytes, or odd records)."""
+    raw = raw_columns(batch)
+    if raw is None or raw.has_slow:
+        return None
+    try:
+        props = span_binary(raw.buf, raw.rest_start, raw.rest_end)
+        return [
+            topic_column(batch.topics),
+            msg_id_column(raw.hosts, batch.phy_offsets),
+            key_column(raw),
+            tag_column(raw),
+            decode_properties_column(props),
+            span_binary(raw.buf, raw.body_start, raw.body_end) if bodies else pa.nulls(len(batch), pa.binary()),
+        ]
+    except pa.ArrowInvalid:  # e.g. a key that is not UTF-8: the list path replaces bad bytes
+        return None
 
 
 def _timestamps(ms: np.ndarray) -> pa.Array:
@@ -101,16 +130,17 @@ def _timestamps(ms: np.ndarray) -> pa.Array:
     return pa.array(micros, pa.int64()).cast(_TS)
 
 
-def decode_properties_column(raw: list[bytes]) -> pa.MapArray:
+def decode_properties_column(raw: list[bytes] | pa.Array) -> pa.MapArray:
     """Decode ``name\\x01value\\x02`` pairs of every row into one map column."""
     n = len(raw)
-    if not any(raw):
+    binary = raw if isinstance(raw, pa.Array) else pa.array(raw, pa.binary())
+    if n == 0 or not pc.max(pc.binary_length(binary)).as_py():
         return pa.MapArray.from_arrays(
             pa.array(np.zeros(n + 1, dtype=np.int32)),
             pa.array([], pa.string()),
             pa.array([], pa.string()),
         )
-    text = pa.array(raw, pa.binary()).cast(pa.string())
+    text = binary.cast(pa.string())
     pairs = pc.split_pattern(text, "\x02")
     flat = pc.list_flatten(pairs)
     parents = np.asarray(pc.list_parent_indices(pairs))

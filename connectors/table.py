@@ -30,6 +30,13 @@ _log = logging.getLogger(__name__)
 _MAX_ATTEMPTS = 8
 
 
+def _at_or_past(rows: pa.Table, offset: int) -> pa.Table:
+    """Rows with ``commitlog_offset >= offset`` (rows come in offset order; no copy when all qualify)."""
+    if rows.num_rows == 0 or rows["commitlog_offset"][0].as_py() >= offset:
+        return rows
+    return rows.filter(pc.greater_equal(rows["commitlog_offset"], offset))
+
+
 class MirrorTable:
     """One Delta table written by one mirror (app id)."""
 
@@ -53,7 +60,7 @@ class MirrorTable:
             done = self.committed_offset()
             if done is not None and done >= end_offset:
                 return 0
-            todo = rows if done is None else rows.filter(pc.greater_equal(rows["commitlog_offset"], done))
+            todo = rows if done is None else _at_or_past(rows, done)
             if todo.num_rows == 0:
                 return 0
             try:
