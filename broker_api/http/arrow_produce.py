@@ -44,6 +44,7 @@ from store.packed import PackedBodies
 from ..broker import Broker
 from ..errors import BadRequestError
 from ..topics import TopicConfig
+from .produce_answer import Answer, column_summary
 from .wire import check_count, load_json_produce, plain_json_bodies
 
 __all__ = ["ArrowColumns", "arrow_columns", "check_body_sizes", "produce_columns", "put_arrow_columns"]
@@ -151,11 +152,12 @@ def _queues(broker: Broker, cfg: TopicConfig, cols: ArrowColumns) -> np.ndarray:
     return (rr + np.arange(n, dtype=np.int64)) % cfg.queues
 
 
-def put_arrow_columns(broker: Broker, cfg: TopicConfig, cols: ArrowColumns) -> tuple[list[dict[str, Any]],
-                                                                                      list[PutResult], bool]:
-    """Write the columns (on the write pool); (per-message results in request order, the put's last
-    record for replication, whether the flush confirmed it).  On InvalidMessageError nothing was
-    written: the caller takes the message path, which names the culprit."""
+def put_arrow_columns(broker: Broker, cfg: TopicConfig, cols: ArrowColumns,
+                      form: Answer = "full") -> tuple[list[Any], list[PutResult], bool]:
+    """Write the columns (on the write pool); (per-message results in request order, or with
+    ``form="summary"`` the store's result per queue, the put's last record for replication,
+    whether the flush confirmed it).  On InvalidMessageError nothing was written: the caller
+    takes the message path, which names the culprit."""
     qids = _queues(broker, cfg, cols)
     groups, rows_of = [], []
     for q in np.unique(qids).tolist():
@@ -169,6 +171,8 @@ def put_arrow_columns(broker: Broker, cfg: TopicConfig, cols: ArrowColumns) -> t
         results: list[ColumnPutResult] = broker.store.put_column_groups(cfg.name, groups, cols.tags)
     except FlushTimeoutError as exc:  # stored; fdatasync did not confirm it in time
         results, flushed = exc.results, False
+    if form == "summary":  # queues in the order of their first row (see produce_answer)
+        return [results[i] for i in np.argsort([rows[0] for rows in rows_of])], [_last(results)], flushed
     return _answer(qids, rows_of, results), [_last(results)], flushed
 
 
@@ -224,7 +228,8 @@ async def produce_columns(broker: Broker, cfg: TopicConfig, raw: bytes, arrow: b
     n = len(cols.bodies)
     try:
         check_body_sizes(broker, cols)
-        results, last, flushed = await broker.gate.run(put_arrow_columns, broker, cfg, cols,
+        form: Answer = extras.get("answer", "full")
+        results, last, flushed = await broker.gate.run(put_arrow_columns, broker, cfg, cols, form,
                                                        offload=n > _INLINE_COLUMN_MESSAGES)
         send_status = await broker.replication.confirm(last, flushed)
     except InvalidMessageError as exc:
@@ -240,4 +245,5 @@ async def produce_columns(broker: Broker, cfg: TopicConfig, raw: bytes, arrow: b
     m.produce_messages.inc(n, topic=cfg.name)
     m.produce_bytes.inc(cols.bodies.nbytes(), topic=cfg.name)
     m.produce_latency.observe(time.perf_counter() - started)
-    return Response(orjson.dumps({"status": send_status, "results": results}), media_type="application/json")
+    body = column_summary(send_status, results) if form == "summary" else {"status": send_status, "results": results}
+    return Response(orjson.dumps(body), media_type="application/json")

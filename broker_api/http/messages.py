@@ -43,6 +43,7 @@ from ..errors import (
 from ..filters import Predicate, apply_filter, compile_filter
 from .arrow_produce import produce_columns
 from .openapi import PRODUCE_DOC, PULL_DOC, RESERVED_CHARS
+from .produce_answer import answer_form, message_answer
 from .pull_arrow import columns_to_arrow, parse_fields
 from .staging import stage_raw, wants_raw_staging
 from ..topics import TopicConfig
@@ -211,7 +212,7 @@ async def produce(request: Request) -> Response:
     cfg = broker.topics.for_produce(topic)
     if wants_raw_staging(request):  # the Spark sink: staged as it came, parsed at commit
         return _json(await stage_raw(request, broker, cfg.name, raw, tx_id))
-    extras: dict[str, Any] = {}
+    extras: dict[str, Any] = {"answer": answer_form(request.query_params)}
     ctype = _content_type(request)
     if not tx_id and (ctype == ARROW_STREAM or ctype in _JSON_TYPES) and not _query_options(request, None)[0]:
         answer = await produce_columns(broker, cfg, raw, ctype == ARROW_STREAM, started, extras)
@@ -236,11 +237,8 @@ async def produce(request: Request) -> Response:
             except FlushTimeoutError as exc:  # stored; fdatasync did not confirm it in time
                 results, flushed = exc.results, False
             send_status = await broker.replication.confirm(results, flushed)
-            body = {"status": send_status,
-                    "results": [{"msg_id": r.msg_id, "queue_id": r.queue_id, "queue_offset": r.queue_offset}
-                                for r in results]}
-            if results and (results[0].topic != topic or results[-1].topic != topic):
-                body["results"] = _scheduled_results(messages, results, topic)
+            body = message_answer(send_status, results, topic, extras["answer"],
+                                  lambda rs: _scheduled_results(messages, rs, topic))
     except Exception as exc:
         broker.metrics.produce_requests.inc(outcome=type(exc).__name__)
         raise
