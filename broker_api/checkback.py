@@ -25,7 +25,6 @@ lock and journal (``TransactionService`` internals, this module is its friend).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -33,6 +32,7 @@ import httpx
 
 from store import Message, MessageStore
 from store.schedule import REAL_QID, REAL_TOPIC
+from store.service_thread import ServiceThread
 
 from .errors import BrokerError
 from .metrics import Counter
@@ -57,29 +57,21 @@ class CheckBackService:
         self._tx, self._store, self._cfg = transactions, store, section
         self._ensure_topic = ensure_topic  # creates CHECK_MAX_TOPIC before the first copy
         self._last: dict[str, float] = {}  # tx id -> monotonic time of its last check
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("sparkmq-tx-checkback", self._run,
+                                     join_timeout_s=section.check_timeout_s + 5)
         self.checks = Counter("sparkmq_transaction_checks_total",
                               "Transaction check-backs, by outcome (commit, rollback, unknown, failed, discarded).")
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sparkmq-tx-checkback", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """End the thread (a POST in flight ends within check_timeout_s); safe twice."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        thread.join(timeout=self._cfg.check_timeout_s + 5)
+        self._worker.stop()
 
     def _run(self) -> None:
         with httpx.Client(timeout=self._cfg.check_timeout_s) as client:
-            while not self._stop.wait(_TICK_S):
+            while not self._worker.wait(_TICK_S):
                 try:
                     self.run_once(client)
                 except Exception:  # RocketMQ #9500: one failure must not stop later checks
@@ -97,7 +89,7 @@ class CheckBackService:
         """Check every due transaction once; returns how many were checked."""
         due = self._due()
         for tx_id, url, topic, halves, checks in due:
-            if self._stop.is_set():
+            if self._worker.stopping.is_set():
                 break
             self._last[tx_id] = time.monotonic()
             action = self._ask(client, url, {"transaction_id": tx_id, "topic": topic, "msg_ids": halves})

@@ -25,7 +25,6 @@ Two threads deliver (levels, timer); only a master delivers.  On a slave
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from store.service_thread import ServiceThread
 from store import Message, MessageStore, PutResult
 from store.schedule import (
     TIMER_TOPIC,
@@ -66,30 +66,24 @@ class _Loop:
 
     def __init__(self, name: str, period_s: float, step: Callable[[], int]) -> None:
         self._name, self._period_s, self._step = name, period_s, step
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread(name, self._run, join_timeout_s=30)
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=30)
+        self._worker.stop()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._worker.stopping.is_set():
             try:
                 busy = self._step()
             except Exception:  # RocketMQ: retry after DELAY_FOR_A_PERIOD
                 log.exception("%s failed; retrying in 1 s", self._name)
-                self._stop.wait(1.0)
+                self._worker.wait(1.0)
                 continue
             if not busy:
-                self._stop.wait(self._period_s)
+                self._worker.wait(self._period_s)
 
 
 class DelayService:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from store.service_thread import ServiceThread
 from store import GetStatus, Message, MessageStore, PutResult, StoredMessage
 
 from .filters import Predicate, apply_filter
@@ -81,8 +82,7 @@ class PopService:
         self._lock = threading.Lock()
         self._queue_locks: dict[tuple[str, str, int], threading.Lock] = {}
         self._rotation = itertools.count()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("sparkmq-pop-revive", self._run, join_timeout_s=30)
         self._saved_progress = -1
 
     # -- lifecycle ---------------------------------------------------------
@@ -90,16 +90,11 @@ class PopService:
     def start(self) -> None:
         self._topics.ensure_system(REVIVE_TOPIC)
         self._recover()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sparkmq-pop-revive", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop the revive thread and record progress; safe twice."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=30)
+        if self._worker.stop():
             self._save_progress()
 
     def _recover(self) -> None:
@@ -297,7 +292,7 @@ class PopService:
 
     def _run(self) -> None:
         period = self._cfg.revive_interval_ms / 1000
-        while not self._stop.wait(period):
+        while not self._worker.wait(period):
             try:
                 self.revive_once(_now_ms())
                 self._save_progress()

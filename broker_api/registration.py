@@ -24,6 +24,8 @@ from typing import Any
 
 import httpx
 
+from store.service_thread import ServiceThread
+
 from .namesrv.errors import NamesrvRejectedError
 from .namesrv.wire import DataVersion, body_crc32, normalize_url, parse_namesrv_addrs
 
@@ -121,8 +123,8 @@ class NamesrvRegistrar:
         self._lock = threading.Lock()
         self._force = False
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("namesrv-registrar", self._run, join_timeout_s=2 * timeout_s + 10,
+                                     wake=self._wake.set)
         self._pool: ThreadPoolExecutor | None = None
         self.rounds = 0
 
@@ -134,21 +136,15 @@ class NamesrvRegistrar:
 
     def start(self) -> None:
         """Start the background registration thread; returns at once."""
-        if self._thread is not None:
+        if self._worker.running:
             return
         self._open()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="namesrv-registrar", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop the thread, unregister from every NameServer (best effort); safe twice."""
-        thread, self._thread = self._thread, None
-        if thread is None:
+        if not self._worker.stop():
             return
-        self._stop.set()
-        self._wake.set()
-        thread.join(timeout=2 * self._timeout_s + 10)
         try:
             self._each(self._unregister_one)
         finally:
@@ -185,7 +181,7 @@ class NamesrvRegistrar:
         retry_s = _FIRST_RETRY_S / 2
         while True:
             self._wake.clear()  # before reading the flags, so no wake-up is lost
-            if self._stop.is_set():
+            if self._worker.stopping.is_set():
                 return
             with self._lock:
                 force, self._force = self._force, False

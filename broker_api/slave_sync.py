@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from store.service_thread import ServiceThread
+
 from .groups import GroupManager
 from .replication import Replication
 from .topics import TopicConfig, TopicManager
@@ -45,29 +47,22 @@ class SlaveSyncService:
         self._delay = delay  # DelayService: delivery progress follows the master
         self._interval_s = interval_s
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("sparkmq-slave-sync", self._run, join_timeout_s=_TIMEOUT_S + 5,
+                                     wake=self._wake.set)
         self.syncs = 0
         self.last_sync_ms: int | None = None
         self.last_error: str | None = None
         self._warned_no_master = False
 
     def start(self) -> None:
-        if self._thread is not None:
+        if self._worker.running:
             return
-        self._stop.clear()
         self._store.add_arrival_listener(self._on_arrival)
-        self._thread = threading.Thread(target=self._run, name="sparkmq-slave-sync", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """End the thread (an HTTP call in flight ends within its timeout); safe twice."""
-        thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        self._wake.set()
-        thread.join(timeout=_TIMEOUT_S + 5)
+        self._worker.stop()
 
     def _on_arrival(self, topic: str, _queue_id: int, _max_offset: int) -> None:
         if not self._topics.exists(topic):
@@ -75,7 +70,7 @@ class SlaveSyncService:
 
     def _run(self) -> None:
         was_connected, next_due = False, 0.0
-        while not self._stop.is_set():
+        while not self._worker.stopping.is_set():
             client = self._replication.client
             connected = client is not None and client.connected and client.error is None
             now = time.monotonic()

@@ -8,10 +8,11 @@ and joins the thread.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+from store.service_thread import ServiceThread
 
 __all__ = ["PeriodicService"]
 
@@ -32,24 +33,19 @@ class PeriodicService:
     def __init__(self, name: str = "sparkmq-periodic") -> None:
         self._name = name
         self._jobs: list[_Job] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread(name, self._run, join_timeout_s=30)
 
     def add(self, name: str, period_s: float, fn: Callable[[], object]) -> None:
         self._jobs.append(_Job(name, period_s, fn, time.monotonic() + period_s))
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=30)
+        self._worker.stop()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._worker.stopping.is_set():
             now = time.monotonic()
             for job in self._jobs:
                 if now >= job.due:
@@ -59,4 +55,4 @@ class PeriodicService:
                     except Exception:  # a failing job must not kill the others
                         log.exception("periodic job %s failed", job.name)
             next_due = min((j.due for j in self._jobs), default=now + 1.0)
-            self._stop.wait(max(0.01, min(1.0, next_due - time.monotonic())))
+            self._worker.wait(max(0.01, min(1.0, next_due - time.monotonic())))

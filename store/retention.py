@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .commitlog import CommitLog
+from .service_thread import ServiceThread
 
 __all__ = ["RetentionService", "disk_ratio"]
 
@@ -47,21 +48,15 @@ class RetentionService:
         self.dispatched = dispatched  # never delete what the reput service has not read
         self.disk_full = False
         self.last_ratio = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("sparkmq-retention", self._run)
         self._lock = threading.Lock()
 
     def start(self) -> None:
         self.check_disk()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sparkmq-retention", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._worker.stop()
 
     def check_disk(self) -> float:
         self.last_ratio = disk_ratio(self.root)
@@ -74,7 +69,7 @@ class RetentionService:
         return self.last_ratio
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._worker.wait(self.interval):
             try:
                 self.run_once(force=False)
             except OSError:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from store import DispatchBatch, MessageStore
+from store.service_thread import ServiceThread
 
 from ..errors import TableError
 from ..rows import keep_mask
@@ -54,29 +55,18 @@ class TableTopics:
         self._topics: dict[str, TopicTable] = {}
         self._lock = threading.Lock()  # guards _topics
         self._configuring = threading.Lock()  # one configure at a time
-        self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("sparkmq-table-topics", self._run, join_timeout_s=120, wake=self._wake.set)
 
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
         """Start the writer thread (tables configured before or after start are both served)."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sparkmq-table-topics", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Commit what is buffered and stop the thread. Safe to call twice."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=120)
-            if self._thread.is_alive():
-                _log.error("table topics thread did not stop within 120 s")
-            self._thread = None
+        self._worker.stop()
 
     # -- configuration ---------------------------------------------------------
 
@@ -160,13 +150,13 @@ class TableTopics:
     # -- writer thread -----------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._worker.stopping.is_set():
             try:
                 worked = self._step()
             except Exception as exc:  # noqa: BLE001 - the service must outlive any one failure
                 _log.exception("table topics step failed; retrying in %.1f s", _RETRY_S)
                 self._note_error(exc)
-                self._stop.wait(_RETRY_S)
+                self._worker.wait(_RETRY_S)
                 continue
             if not worked:
                 self._wake.wait(_POLL_S)
@@ -192,7 +182,7 @@ class TableTopics:
         for batch in self._store.read_dispatch_batches(start, _READ_BYTES):
             self._route(batch, readers)
             read = batch.end_offset - start
-            if self._stop.is_set() or read >= _READ_LIMIT or any(t.full() for t in readers):
+            if self._worker.stopping.is_set() or read >= _READ_LIMIT or any(t.full() for t in readers):
                 break
         self._flush_due(readers)
         return read > 0

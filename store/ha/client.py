@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import HAConfig
+from ..service_thread import ServiceThread
 from ..errors import CorruptRecordError, InvalidOffsetError, StoreClosedError
 from . import protocol
 from .protocol import FrameError
@@ -71,25 +72,15 @@ class HAClient:
         self._pending = bytearray()  # a partial record, starting at _pending_at
         self._pending_at = 0
         self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = ServiceThread("sparkmq-ha-client", self._run, wake=self._wake.set)
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sparkmq-ha-client", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Disconnect and end the thread.  Safe twice."""
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=10)
-        self._thread = None
+        self._worker.stop()
 
     def update_master_address(self, address: str | None) -> None:
         """Replicate from ``host:port`` from now on (None: stop replicating); clears ``error``."""
@@ -109,7 +100,7 @@ class HAClient:
     # -- connect loop ----------------------------------------------------
     def _run(self) -> None:
         backoff = self.config.reconnect_min_s
-        while not self._stop.is_set():
+        while not self._worker.stopping.is_set():
             address = self._address
             if address is None or self.error is not None:
                 self._wake.wait(1.0)
@@ -137,7 +128,7 @@ class HAClient:
             self.error = f"replication from {address} refused: {exc}"
             _log.error("HA: %s; this slave's log is left as it is", self.error)
         except (OSError, FrameError, StoreClosedError) as exc:
-            if not self._stop.is_set():
+            if not self._worker.stopping.is_set():
                 _log.warning("HA: connection to master %s lost: %s", address, exc)
         finally:
             self.connected = False
@@ -148,7 +139,7 @@ class HAClient:
         max_body = max(cfg.transfer_batch_bytes, self.store.max_message_bytes)
         reported = self._report(sock)
         last_report, buf = time.monotonic(), bytearray()
-        while not self._stop.is_set() and self._address == address:
+        while not self._worker.stopping.is_set() and self._address == address:
             if select.select([sock], [], [], _TICK_S)[0]:
                 data = sock.recv(_READ_BYTES)
                 if not data:
