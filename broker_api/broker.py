@@ -161,14 +161,10 @@ class Broker:
     def _start_mirror(self) -> Any:
         if not self.settings.mirror.enabled:
             return None
-        from connectors import (  # imports deltalake: only when enabled
-            DeltaMirror,
-            MirrorConfig,
-        )
+        from connectors import MirrorConfig, open_mirror  # imports deltalake: only when enabled
 
-        mirror = DeltaMirror(self.store, MirrorConfig(**self.settings.mirror_values()))
-        mirror.start()
-        return mirror
+        # [mirror] host: a child process reading the CommitLog read-only (default) or a thread here
+        return open_mirror(self.store, MirrorConfig(**self.settings.mirror_values()))
 
     def _schedule(self) -> None:
         s = self.settings

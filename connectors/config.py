@@ -8,6 +8,7 @@ by ``python -m broker_api.config_doc``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 __all__ = ["MirrorConfig"]
 
@@ -20,6 +21,11 @@ class MirrorConfig:
     enabled: bool = field(
         default=True,
         metadata={"doc": "Mirror messages into a Delta table (and serve POST /v1/sql over it)."},
+    )
+    host: Literal["process", "thread"] = field(
+        default="process",
+        metadata={"doc": 'Where the Delta writer runs: "process" (a child process reading the CommitLog read-only, '
+                         'off the broker\'s GIL) or "thread" (a thread in the broker).'},
     )
     table_uri: str = field(default="", metadata={"doc": 'Delta table URI; "" = `<data_dir>/delta/messages`.'})
     bodies: bool = field(
