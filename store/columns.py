@@ -54,7 +54,8 @@ class ColumnBatch:
     bodies: Sequence[bytes] | PackedBodies
     # TOPIC_LENGTH .. PROPERTIES: one shared, one per message, or n rows of equal length
     tails: bytes | list[bytes] | np.ndarray
-    sizes: list[int]
+    sizes: np.ndarray  # int64, whole record sizes
+    ends: np.ndarray  # int64, cumulative sizes: record i ends ends[i] bytes after the batch's start
     crcs: np.ndarray  # uint32
     born_ts: int
     born_host: int
@@ -63,11 +64,42 @@ class ColumnBatch:
     def __len__(self) -> int:
         return len(self.bodies)
 
-    def encode(self, lo: int, hi: int, phys: list[int], qoffs: list[int], store_ts: int,
+    def encode(self, lo: int, hi: int, phys: np.ndarray, qoffs: np.ndarray, store_ts: int,
                store_host: int) -> bytes | memoryview:
         """Records ``lo:hi`` as one buffer (offsets as in codec.encode_batch)."""
         n = hi - lo
-        hdr = np.zeros(n, HEADER_DTYPE)  # flag, sys flag, reconsume times and prepared offset stay 0
+        bodies = self.bodies[lo:hi]
+        if self.fixed:
+            size = int(self.sizes[0])
+            out = np.empty((n, size), np.uint8)
+            # the headers are written in place: a structured view of each row's first 88 bytes
+            hdr = np.ndarray((n,), HEADER_DTYPE, out, 0, (size,))
+            blen = size - HEADER_SIZE - self._tail_len(lo)
+            self._fill_header(hdr, lo, hi, phys, qoffs, store_ts, store_host)
+            hdr["body_len"] = blen
+            out[:, HEADER_SIZE:HEADER_SIZE + blen] = bodies.matrix() if isinstance(bodies, PackedBodies) else \
+                np.frombuffer(b"".join(bodies), np.uint8).reshape(n, blen)
+            tails = self.tails
+            if isinstance(tails, list):
+                tails = np.frombuffer(b"".join(tails[lo:hi]), np.uint8).reshape(n, -1)
+            elif isinstance(tails, np.ndarray):
+                tails = tails[lo:hi]
+            out[:, HEADER_SIZE + blen:] = np.frombuffer(tails, np.uint8) if isinstance(tails, bytes) else tails
+            return memoryview(out.reshape(-1).data)
+        hdr = np.empty(n, HEADER_DTYPE)
+        self._fill_header(hdr, lo, hi, phys, qoffs, store_ts, store_host)
+        parts: Sequence[bytes | memoryview] = bodies.views() if isinstance(bodies, PackedBodies) else bodies
+        hdr["body_len"] = list(map(len, parts))
+        raw = hdr.tobytes()
+        heads = [raw[i:i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
+        tails = self.tails
+        tails_it = repeat(tails) if isinstance(tails, bytes) else (
+            list(tails) if isinstance(tails, list) else [r.tobytes() for r in tails])[lo:hi]
+        return b"".join(chain.from_iterable(zip(heads, parts, tails_it)))
+
+    def _fill_header(self, hdr: np.ndarray, lo: int, hi: int, phys: np.ndarray, qoffs: np.ndarray, store_ts: int,
+                     store_host: int) -> None:
+        """Every header field but BODY_LENGTH; flag, sys flag, reconsume times and prepared offset are 0."""
         hdr["total"] = self.sizes[lo:hi]
         hdr["magic"] = MESSAGE_MAGIC
         hdr["crc"] = self.crcs[lo:hi]
@@ -78,45 +110,29 @@ class ColumnBatch:
         hdr["born_host"] = self.born_host
         hdr["store_ts"] = store_ts
         hdr["store_host"] = store_host
-        bodies = self.bodies[lo:hi]
-        if self.fixed:
-            blen = self.sizes[lo] - HEADER_SIZE - self._tail_len(lo)
-            hdr["body_len"] = blen
-            out = np.empty((n, self.sizes[0]), np.uint8)
-            out[:, :HEADER_SIZE] = hdr.view(np.uint8).reshape(n, HEADER_SIZE)
-            out[:, HEADER_SIZE:HEADER_SIZE + blen] = bodies.matrix() if isinstance(bodies, PackedBodies) else \
-                np.frombuffer(b"".join(bodies), np.uint8).reshape(n, blen)
-            tails = self.tails
-            if isinstance(tails, list):
-                tails = np.frombuffer(b"".join(tails[lo:hi]), np.uint8).reshape(n, -1)
-            elif isinstance(tails, np.ndarray):
-                tails = tails[lo:hi]
-            out[:, HEADER_SIZE + blen:] = np.frombuffer(tails, np.uint8) if isinstance(tails, bytes) else tails
-            return memoryview(out.reshape(-1).data)
-        parts: Sequence[bytes | memoryview] = bodies.views() if isinstance(bodies, PackedBodies) else bodies
-        hdr["body_len"] = list(map(len, parts))
-        raw = hdr.tobytes()
-        heads = [raw[i:i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
-        tails = self.tails
-        tails_it = repeat(tails) if isinstance(tails, bytes) else (
-            list(tails) if isinstance(tails, list) else [r.tobytes() for r in tails])[lo:hi]
-        return b"".join(chain.from_iterable(zip(heads, parts, tails_it)))
+        for name in _ZERO_FIELDS:
+            hdr[name] = 0
 
     def _tail_len(self, i: int) -> int:
         tails = self.tails
         return len(tails) if isinstance(tails, bytes) else len(tails[i])
 
 
+_ZERO_FIELDS = [f for f in HEADER_DTYPE.names or () if f not in (
+    "total", "magic", "crc", "queue_id", "queue_offset", "phy_offset", "born_ts", "born_host", "store_ts",
+    "store_host", "body_len")]
+
+
 @dataclass(slots=True)
 class ColumnPutResult:
-    """Where a column batch landed: message i is at ``phy_offsets[i]`` with queue offset
-    ``first_queue_offset + i``."""
+    """Where a column batch landed: message i is at ``phy_offsets[i]`` (int64 array) with queue
+    offset ``first_queue_offset + i`` and ``sizes[i]`` bytes long."""
 
     topic: str
     queue_id: int
-    phy_offsets: list[int]
+    phy_offsets: np.ndarray
     first_queue_offset: int
-    sizes: list[int]
+    sizes: np.ndarray
     store_timestamp: int
     store_host: int
 
@@ -141,8 +157,8 @@ def _topic_head(topic: str) -> bytes:
 
 
 def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[bytes | list[bytes] | np.ndarray,
-                                                                            list[int]]:
-    """The part after each body: one shared tail without keys, else one per message."""
+                                                                            np.ndarray | None]:
+    """The part after each body: one shared tail without keys, else one per message (and the key lengths)."""
     tag_part = b""
     if tags:
         _check("tag", tags)
@@ -150,23 +166,28 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[b
     if keys is None:
         if len(tag_part) > MAX_PROPERTIES_BYTES:
             raise InvalidMessageError(f"the tag takes {len(tag_part)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
-        return head + _U16.pack(len(tag_part)) + tag_part, []
-    joined = "\x03".join(keys)
-    _check("key", joined, len(keys) - 1)
-    encoded = joined.encode("utf-8").split(b"\x03")
-    if b"" in encoded:
+        return head + _U16.pack(len(tag_part)) + tag_part, None
+    n = len(keys)
+    # every key, UTF-8, each followed by \x03: separators found by one comparison, no object per key
+    raw = np.frombuffer(("\x03".join(keys) + "\x03").encode("utf-8"), np.uint8)
+    seps = np.flatnonzero(raw == 3)
+    if len(seps) != n or np.count_nonzero(raw < 3):
+        raise InvalidMessageError("a key holds control characters \\x00-\\x03")
+    lens = np.diff(seps, prepend=-1) - 1
+    if not lens.all():
         raise InvalidMessageError("a key is empty; every key must be non-empty")
     fixed = len(tag_part) + 6  # "KEYS\x01" ... "\x02"
-    lens = list(map(len, encoded))
-    if max(lens) + fixed > MAX_PROPERTIES_BYTES:
+    klen, top = int(lens[0]), int(lens.max())
+    if top + fixed > MAX_PROPERTIES_BYTES:
         raise InvalidMessageError(f"a key makes properties longer than {MAX_PROPERTIES_BYTES} bytes")
-    pre = {n: head + _U16.pack(n + fixed) + tag_part + b"KEYS\x01" for n in set(lens)}
-    if len(pre) > 1:
+    if top != int(lens.min()):
+        pre = {k: head + _U16.pack(k + fixed) + tag_part + b"KEYS\x01" for k in np.unique(lens).tolist()}
+        encoded = raw.tobytes().split(b"\x03")[:n]
         return [pre[len(k)] + k + b"\x02" for k in encoded], lens
-    (klen, start), = pre.items()  # every key the same length: one row per message, built by columns
-    rows = np.empty((len(encoded), len(start) + klen + 1), np.uint8)
+    start = head + _U16.pack(klen + fixed) + tag_part + b"KEYS\x01"
+    rows = np.empty((n, len(start) + klen + 1), np.uint8)  # every key the same length: rows built by columns
     rows[:, :len(start)] = np.frombuffer(start, np.uint8)
-    rows[:, len(start):-1] = np.frombuffer(b"".join(encoded), np.uint8).reshape(len(encoded), klen)
+    rows[:, len(start):] = raw.reshape(n, klen + 1)
     rows[:, -1] = 2
     return rows, lens
 
@@ -189,16 +210,17 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
     tails, key_lens = _tails(_topic_head(topic), tags, keys)
     blens = bodies.lengths() if isinstance(bodies, PackedBodies) else np.fromiter(map(len, bodies), np.int64, n)
     if isinstance(tails, bytes):
-        sizes_a = blens + (HEADER_SIZE + len(tails))
+        sizes = blens + (HEADER_SIZE + len(tails))
     else:
-        sizes_a = blens + np.asarray(key_lens, np.int64) + (HEADER_SIZE + len(tails[0]) - key_lens[0])
-    top = int(sizes_a.max())
+        assert key_lens is not None
+        sizes = blens + key_lens + (HEADER_SIZE + len(tails[0]) - int(key_lens[0]))
+    top = int(sizes.max())
     if top > max_size:
-        i = int(np.argmax(sizes_a > max_size))
-        raise MessageTooLargeError(f"message {i} encodes to {int(sizes_a[i])} bytes; the limit is {max_size} bytes")
+        i = int(np.argmax(sizes > max_size))
+        raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
     crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(zlib.crc32, bodies), np.uint32, n)
-    fixed = int(sizes_a.min()) == top and int(blens.min()) == int(blens.max())
-    return ColumnBatch(topic, queue_id, bodies, tails, sizes_a.tolist(), crcs, born_ts, born_host, fixed)
+    fixed = int(sizes.min()) == top and int(blens.min()) == int(blens.max())
+    return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed)
 
 
 def put_groups(commitlog: CommitLog, wait_for: Callable[[int], None], topic: str, groups: Sequence[ColumnGroup],
@@ -208,8 +230,8 @@ def put_groups(commitlog: CommitLog, wait_for: Callable[[int], None], topic: str
     batches = [prepare_columns(topic, qid, bodies, keys=keys, tags=tags, born_ts=born, born_host=born_host,
                                max_size=max_size) for qid, bodies, keys in groups]
     done = [(b, commitlog.append(b)) for b in batches]
-    results = [ColumnPutResult(topic, b.queue_id, r.phy_offsets, r.queue_offsets[0], b.sizes, r.store_timestamp,
-                               commitlog.store_host) for b, r in done]
+    results = [ColumnPutResult(topic, b.queue_id, np.asarray(r.phy_offsets), int(r.queue_offsets[0]), b.sizes,
+                               r.store_timestamp, commitlog.store_host) for b, r in done]
     try:
         wait_for(max(r.end_offset for _, r in done))
     except FlushTimeoutError as exc:  # stored, not confirmed on disk in time

@@ -41,8 +41,8 @@ _HIDDEN_STATES = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROL
 
 @dataclass(slots=True)
 class AppendResult:
-    phy_offsets: list[int]
-    queue_offsets: list[int]
+    phy_offsets: list[int] | np.ndarray  # an int64 array for a ColumnBatch
+    queue_offsets: list[int] | np.ndarray
     store_timestamp: int
     end_offset: int  # log offset just past the batch
 
@@ -67,44 +67,50 @@ class CommitLog:
     # -- write -----------------------------------------------------------
     def append(self, batch: codec.PreparedBatch | ColumnBatch) -> AppendResult:
         n = len(batch)
+        columns = isinstance(batch, ColumnBatch)
+        # ends[i]: bytes from the batch's start to the end of record i (a column batch has them as an array)
+        ends: list[int] | np.ndarray = batch.ends if isinstance(batch, ColumnBatch) else list(accumulate(batch.sizes))
         with self.write_lock:
             if self.queue.last() is None:
                 self.queue.writable()
             # DiskFullError before anything is written or any queue offset is taken
-            self.queue.reserve(sum(batch.sizes) + codec.MIN_BLANK, self._new_segments(batch.sizes))
+            self.queue.reserve(int(ends[-1]) + codec.MIN_BLANK, self._new_segments(ends))
             now = int(time.time() * 1000)
             qoffs = self._assign_queue_offsets(batch)
-            phys = [0] * n
+            phys: list[int] | np.ndarray = np.empty(n, np.int64) if columns else [0] * n
             lo = 0
             while lo < n:
-                lo = self._append_some(batch, lo, qoffs, phys, now)
+                lo = self._append_some(batch, ends, lo, qoffs, phys, now)
             end = self.queue.max_offset()
         self.on_append(end)
         return AppendResult(phys, qoffs, now, end)
 
-    def _new_segments(self, sizes: list[int]) -> int:
-        """How many new segments appending records of ``sizes`` rolls into (as _append_some fills them)."""
+    def _new_segments(self, ends: list[int] | np.ndarray) -> int:
+        """How many new segments appending records ending at ``ends`` rolls into (as _append_some fills them)."""
         seg = self.queue.last()
         if seg is None:
             return 0
-        ends = list(accumulate(sizes))
         room, cap = seg.remaining - codec.MIN_BLANK, self.queue.segment_size - codec.MIN_BLANK
+        if ends[-1] <= room:
+            return 0
         base, done, count = 0, 0, 0
         while True:
             done = bisect_right(ends, base + room, lo=done)
             if done == len(ends) or count > len(ends):  # (every record fits an empty segment)
                 return count
             count += 1
-            base, room = (ends[done - 1] if done else 0), cap
+            base, room = (int(ends[done - 1]) if done else 0), cap
 
-    def _assign_queue_offsets(self, batch: codec.PreparedBatch | ColumnBatch) -> list[int]:
+    def _assign_queue_offsets(self, batch: codec.PreparedBatch | ColumnBatch) -> list[int] | np.ndarray:
         """Next offsets per (topic, queue); hidden half messages take none (offset 0)."""
         table = self.topic_queue_table
-        if isinstance(batch, ColumnBatch) or batch.uniform:
-            if isinstance(batch, ColumnBatch):
-                key = (batch.topic, batch.queue_id)
-            else:
-                key = (batch.topics[0], batch.rows[0][0])
+        if isinstance(batch, ColumnBatch):
+            key = (batch.topic, batch.queue_id)
+            base = table.get(key, 0)
+            table[key] = base + len(batch)
+            return np.arange(base, base + len(batch), dtype=np.int64)
+        if batch.uniform:
+            key = (batch.topics[0], batch.rows[0][0])
             base = table.get(key, 0)
             table[key] = base + len(batch)
             return list(range(base, base + len(batch)))
@@ -116,24 +122,26 @@ class CommitLog:
                 table[key] = nxt + 1
         return qoffs
 
-    def _append_some(self, batch: codec.PreparedBatch | ColumnBatch, lo: int, qoffs: list[int], phys: list[int],
-                     now: int) -> int:
+    def _append_some(self, batch: codec.PreparedBatch | ColumnBatch, ends: list[int] | np.ndarray, lo: int,
+                     qoffs: list[int] | np.ndarray, phys: list[int] | np.ndarray, now: int) -> int:
         """Append as many messages from ``lo`` as fit the current segment."""
         seg = self.queue.writable()
         room = seg.remaining - codec.MIN_BLANK
-        ends = list(accumulate(batch.sizes[lo:]))
-        fit = len(ends) if ends[-1] <= room else bisect_right(ends, room)
-        if fit == 0:
+        base = int(ends[lo - 1]) if lo else 0
+        hi = len(ends) if ends[-1] - base <= room else bisect_right(ends, base + room, lo=lo)
+        if hi == lo:
             seg.append(codec.encode_blank(seg.remaining))
             seg.wrote = seg.size  # the BLANK covers the rest of the segment
             return lo
-        hi = lo + fit
-        start = seg.start_offset + seg.wrote
-        phys[lo:hi] = [start] + [start + e for e in ends[: fit - 1]]
+        start = seg.start_offset + seg.wrote - base  # record i starts at start + ends[i - 1]
         if isinstance(batch, ColumnBatch):
-            data: bytes | memoryview = batch.encode(lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
+            phys[lo:hi] = ends[lo:hi] - batch.sizes[lo:hi] + start
+            data: bytes | memoryview = batch.encode(lo, hi, phys[lo:hi], qoffs[lo:hi], now,  # type: ignore[arg-type]
+                                                    self.store_host)
         else:
-            data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now, self.store_host)
+            phys[lo:hi] = [start + base, *(start + e for e in ends[lo:hi - 1])]
+            data = codec.encode_batch(batch, lo, hi, phys[lo:hi], qoffs[lo:hi], now,  # type: ignore[arg-type]
+                                      self.store_host)
         seg.append(data)
         return hi
 

@@ -32,6 +32,7 @@ __all__ = ["MappedFile", "segment_name", "reserve"]
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _AHEAD = 4 << 20  # blocks reserved past the write position
 _PREAD_MIN = 1 << 20  # reads of this size or more go through pread
+_PWRITE_MIN = 64 << 10  # appends of this size or more go through pwrite
 
 
 def reserve(fd: int, size: int, path: Path, start: int = 0) -> None:
@@ -94,7 +95,13 @@ class MappedFile:
             raise ValueError(f"{len(data)} bytes do not fit in segment {self.path.name} at {pos}")
         if end > self.reserved:
             self.reserve(end)
-        self._mm[pos:end] = data
+        if len(data) < _PWRITE_MIN:
+            self._mm[pos:end] = data
+        else:  # into the page cache directly: no page fault per fresh page of the mapping (same pages)
+            done = 0
+            with memoryview(data) as mv:
+                while done < len(data):
+                    done += os.pwrite(self._fd, mv[done:], pos + done)
         self.wrote = end
         return pos
 

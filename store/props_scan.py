@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PropSpans", "parse_spans", "unique_spans"]
+__all__ = ["PropSpans", "all_same", "parse_spans", "unique_spans"]
 
 _TAGS = np.frombuffer(b"TAGS\x01", np.uint8)
 _KEYS = np.frombuffer(b"KEYS\x01", np.uint8)
+_GUESS_MAX = 64  # a guessed span longer than this is probed instead
 _WIDTHS = (16, 256)  # probe widths for a tag's or key's end; longer ones take the slow path
 
 
@@ -69,22 +70,34 @@ def _first_separator(u8: np.ndarray, start: np.ndarray, limit: np.ndarray) -> tu
     return pos, byte
 
 
-def _speculate(u8: np.ndarray, start: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Like :func:`_first_separator`, guessing first that every span is as long as the first one
-    (one tag for a whole batch; keys of one length): rows that fit the guess cost one gather each."""
+def _speculate(u8: np.ndarray, start: np.ndarray, limit: np.ndarray,
+               guess: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Like :func:`_first_separator`, guessing first where each span ends: at ``start + guess``
+    when given (a key that runs to the end of the properties), else at the length of the first
+    span for all (one tag for a whole batch; keys of one length).  Rows that fit the guess cost a
+    few byte-column gathers; the others are probed again (with the second guess, then byte by byte)."""
     n = len(start)
     pos, byte = np.full(n, -1, np.int64), np.full(n, 255, np.uint8)
     if not n:
         return pos, byte
-    first, _ = _first_separator(u8, start[:1], limit[:1])
-    length = int(first[0] - start[0]) if first[0] >= 0 else 0
-    ok = (start + length < limit) & (u8.take(start + length, mode="clip") == 2) if length else np.zeros(n, bool)
-    for i in range(length if ok.any() else 0):
-        ok &= u8.take(start + i, mode="clip") > 3
-    pos[ok], byte[ok] = start[ok] + length, 2
+    given = guess is not None
+    if guess is None:
+        first, _ = _first_separator(u8, start[:1], limit[:1])
+        guess = np.full(n, int(first[0] - start[0]) if first[0] >= 0 else 0, np.int64)
+    ok = (guess > 0) & (guess <= _GUESS_MAX) & (start + guess < limit)
+    ok &= u8.take(start + guess, mode="clip") == 2
+    live = np.flatnonzero(ok)
+    for i in range(int(guess[live].max(initial=0))):  # every byte before the guessed end must be plain (> 3)
+        live = live[guess[live] > i]
+        bad = u8.take(start[live] + i) <= 3
+        if bad.any():
+            ok[live[bad]] = False
+            live = live[~bad]
+    pos[ok], byte[ok] = start[ok] + guess[ok], 2
     rest = np.flatnonzero(~ok)
     if len(rest):
-        pos[rest], byte[rest] = _first_separator(u8, start[rest], limit[rest])
+        probe = _speculate if given else _first_separator
+        pos[rest], byte[rest] = probe(u8, start[rest], limit[rest])
     return pos, byte
 
 
@@ -106,12 +119,18 @@ def parse_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans:
     rows = np.flatnonzero(_has_prefix(u8, after, pe, _KEYS) & ~slow)
     if len(rows):
         s = after[rows] + 5
-        pos, byte = _speculate(u8, s, pe[rows])
+        pos, byte = _speculate(u8, s, pe[rows], pe[rows] - 1 - s)  # a lone key closes the properties
         good = (pos > s) & (byte == 2)
         slow[rows[~good]] = True
         g = rows[good]
         key_start[g], key_end[g], after[g] = s[good], pos[good], pos[good] + 1
     return PropSpans(tag_start, tag_end, key_start, key_end, after, slow)
+
+
+def all_same(u8: np.ndarray, start: np.ndarray, length: int) -> bool:
+    """Whether the ``length`` bytes at every ``start`` equal those at ``start[0]`` (a byte column at a time)."""
+    first = int(start[0])
+    return all(bool((u8.take(start + i) == u8[first + i]).all()) for i in range(length))
 
 
 def unique_spans(u8: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
@@ -120,10 +139,9 @@ def unique_spans(u8: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np
     lens = end - start
     if not n:
         return np.zeros(0, np.int64), []
-    if (lens == lens[0]).all():
-        mat = u8[start[:, None] + np.arange(int(lens[0]))]
-        if (mat == mat[0]).all():
-            return np.zeros(n, np.int64), [mat[0].tobytes()]
+    if (lens == lens[0]).all() and all_same(u8, start, int(lens[0])):
+        first = int(start[0])
+        return np.zeros(n, np.int64), [u8[first:first + int(lens[0])].tobytes()]
     inv = np.empty(n, np.int64)
     found: list[bytes] = []
     for length in np.unique(lens).tolist():

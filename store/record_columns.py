@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from . import codec
-from .props_scan import parse_spans, unique_spans
+from .crc_fold import crc32_at
+from .props_scan import all_same, parse_spans, unique_spans
 
 if TYPE_CHECKING:
     from .scanner import _Headers
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["RecordColumns"]
 
 _HS = codec.HEADER_SIZE
+_SHORT_KEY = 48  # keys up to this many bytes are hashed by byte columns (numpy), longer ones by zlib per key
+_KEY_LENGTHS = 8  # ... when they come in at most this many lengths
 
 
 def _split_one(raw: bytes) -> tuple[str | None, tuple[str, ...], bytes]:
@@ -56,10 +59,9 @@ class RecordColumns:
     # -- built at once ---------------------------------------------------
     def _topics(self) -> list[str]:
         h, n = self.h, len(self)
-        if n and (h.tlen == h.tlen[0]).all():
-            mat = self.u8[(h.t_at + 1)[:, None] + np.arange(int(h.tlen[0]))]
-            if (mat == mat[0]).all():
-                return [mat[0].tobytes().decode("utf-8", "replace")] * n
+        if n and (h.tlen == h.tlen[0]).all() and all_same(self.u8, h.t_at + 1, int(h.tlen[0])):
+            first = int(h.t_at[0]) + 1
+            return [self.u8[first:first + int(h.tlen[0])].tobytes().decode("utf-8", "replace")] * n
         inv, names = unique_spans(self.u8, h.t_at + 1, h.t_at + 1 + h.tlen)
         decoded = np.array([b.decode("utf-8", "replace") for b in names], object)
         return decoded[inv].tolist()  # type: ignore[no-any-return]
@@ -125,6 +127,23 @@ class RecordColumns:
     def take(self, idx: np.ndarray) -> RecordColumns:
         return RecordColumns(self.buf, self.h.take(idx), self.store_host)
 
+    def _short_key_crcs(self, starts: np.ndarray, ends: np.ndarray, prefix: int) -> np.ndarray | None:
+        """CRCs of keys of a few distinct short lengths, a byte column at a time (:func:`.crc_fold.crc32_rows`);
+        None when the keys are too long or too varied for that."""
+        lens = ends - starts
+        if not len(lens):
+            return np.empty(0, np.int64)
+        if int(lens.max()) > _SHORT_KEY:
+            return None
+        groups = [int(lens[0])] if (lens == lens[0]).all() else np.unique(lens).tolist()
+        if len(groups) > _KEY_LENGTHS:
+            return None
+        out = np.empty(len(lens), np.int64)
+        for length in groups:
+            rows = slice(None) if len(groups) == 1 else np.flatnonzero(lens == length)
+            out[rows] = crc32_at(self.u8, starts[rows], length, prefix)
+        return out
+
     def key_crcs(self, prefix_of: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """CRC32 of ``"{topic}#{key}"`` for every key (computed from the key's bytes), and its record row."""
         sp, topics = self.spans, self.topics
@@ -132,9 +151,12 @@ class RecordColumns:
         uniform = not topics or topics.count(topics[0]) == len(topics)
         prefixes: Iterable[int] = repeat(prefix_of[topics[0]]) if uniform and topics else \
             map(prefix_of.__getitem__, map(topics.__getitem__, rows.tolist()))
-        with memoryview(self.buf) as mv:
-            keys = map(mv.__getitem__, map(slice, sp.key_start[rows].tolist(), sp.key_end[rows].tolist()))
-            crcs = np.fromiter(map(zlib.crc32, keys, prefixes), np.int64, len(rows))
+        starts, ends = sp.key_start[rows], sp.key_end[rows]
+        crcs = self._short_key_crcs(starts, ends, prefix_of[topics[0]]) if uniform and topics else None
+        if crcs is None:
+            with memoryview(self.buf) as mv:
+                keys = map(mv.__getitem__, map(slice, starts.tolist(), ends.tolist()))
+                crcs = np.fromiter(map(zlib.crc32, keys, prefixes), np.int64, len(rows))
         if not self.slow:
             return crcs, rows
         extra = [(r, zlib.crc32(k.encode(), prefix_of[topics[r]])) for r, (_, ks, _) in self.slow.items() for k in ks]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from store import Message, codec
 from store.index_service import key_hash
-from store.crc_fold import run_ok
+from store.crc_fold import crc32_at, crc32_rows, run_ok
 from store.scanner import ScanStop, scan_chunk
 
 HOST = codec.encode_host("10.1.2.3:10911")
@@ -113,3 +113,25 @@ def test_recovery_scan_names_a_damaged_body_inside_a_long_run() -> None:
     data[size * 2222 + 88 + 50] ^= 0x10
     res = scan_chunk(bytes(data), 0, check_crc=True, store_host=HOST)
     assert res.stop is ScanStop.INVALID and res.consumed == size * 2222
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 50), st.integers(0, 64), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+def test_byte_column_crcs_agree_with_zlib(count: int, length: int, start: int, seed: int) -> None:
+    """crc32_at / crc32_rows (the index's key hashes by byte columns) give zlib.crc32 of every string."""
+    rng = np.random.default_rng(seed)
+    mat = rng.integers(0, 256, (count, length), dtype=np.uint8)
+    want = [zlib.crc32(row.tobytes(), start) for row in mat]
+    assert crc32_rows(mat, start).tolist() == want
+    u8 = rng.integers(0, 256, count * 3 + length + 5, dtype=np.uint8)
+    at = rng.integers(0, count * 3 + 5, count)
+    assert crc32_at(u8, at, length, start).tolist() == [zlib.crc32(u8[s:s + length].tobytes(), start) for s in at]
+
+
+def test_one_topic_keys_of_many_lengths_hash_like_the_decoder() -> None:
+    """Keys of one topic in a few short lengths (hashed by byte columns), with long, multiple and
+    missing keys and user properties mixed in, hash to what key_hash gives each key."""
+    keys = [(f"k{i}",) for i in range(1200)] + [("x" * 60,), ("a", "b"), (), ("ü-é",)] * 5
+    msgs = [Message(topic="orders", body=b"b", keys=k, tags="T" if i % 3 else None,
+                    properties={"p": "v"} if i % 7 == 0 else {}) for i, k in enumerate(keys)]
+    _check(msgs)
