@@ -188,8 +188,8 @@ def _answer(qids: np.ndarray, rows_of: list[np.ndarray], results: list[ColumnPut
 def _last(results: list[ColumnPutResult]) -> PutResult:
     """The put's last record in the CommitLog (what a SYNC_MASTER slave must hold)."""
     res = max(results, key=lambda r: r.phy_offsets[-1])
-    return PutResult("", res.topic, res.queue_id, res.first_queue_offset + len(res) - 1, res.phy_offsets[-1],
-                     res.sizes[-1], res.store_timestamp)
+    return PutResult("", res.topic, res.queue_id, res.first_queue_offset + len(res) - 1, int(res.phy_offsets[-1]),
+                     int(res.sizes[-1]), res.store_timestamp)
 
 
 def _json_columns(raw: bytes, max_messages: int, extras: dict[str, Any]) -> ArrowColumns | None:
