@@ -32,7 +32,7 @@ from store import HAConfig, StoreConfig
 from .auth.config import AuthSection, TlsSection
 from .namesrv.wire import parse_namesrv_addrs
 from .pop_config import PopSection
-from .settings_sections import DelaySection, HASection, TablesSection, TransactionsSection
+from .settings_sections import DelaySection, HASection, RuntimeSection, TablesSection, TransactionsSection
 from .toml_settings import TomlSettings
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "DelaySection",
     "HASection",
     "TablesSection",
+    "RuntimeSection",
     "AuthSection",
     "TlsSection",
     "MirrorSection",
@@ -247,6 +248,7 @@ class BrokerSettings(TomlSettings):
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
     tables: TablesSection = TablesSection()
+    runtime: RuntimeSection = RuntimeSection()
 
     @property
     def data_path(self) -> Path:
