@@ -40,11 +40,24 @@ class FlushStats:
         self.flushes = 0
         self.flush_seconds_total = 0.0
         self.last_flush_seconds = 0.0
+        self.group_commits = 0  # SYNC: fdatasyncs that answered at least one waiting put
+        self.group_commit_puts = 0  # the puts they answered
+        self.largest_group_commit = 0
 
     def record(self, seconds: float) -> None:
         self.flushes += 1
         self.flush_seconds_total += seconds
         self.last_flush_seconds = seconds
+
+    def record_group(self, puts: int) -> None:
+        self.group_commits += 1
+        self.group_commit_puts += puts
+        self.largest_group_commit = max(self.largest_group_commit, puts)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"flushes": self.flushes, "flush_seconds_total": self.flush_seconds_total,
+                "last_flush_seconds": self.last_flush_seconds, "group_commits": self.group_commits,
+                "group_commit_puts": self.group_commit_puts, "largest_group_commit": self.largest_group_commit}
 
 
 class _Service:
@@ -157,7 +170,10 @@ class GroupCommitService(_Service):
     with the load.  Waking a put costs one lock release, with no shared lock
     to re-acquire, so the cost per put does not grow with the group.
     ``on_flushed`` runs once per group (the store wakes the reput there, not
-    once per put).
+    once per put).  A coroutine (``wait_async``) waits on a future instead of a
+    lock: the group's futures of one event loop are settled by one
+    ``call_soon_threadsafe``.  stop() answers every waiter: the last fdatasync
+    covers them, or they get StoreClosedError.
     """
 
     name = "flush-group-commit"
@@ -170,8 +186,6 @@ class GroupCommitService(_Service):
         self._work = threading.Event()
         self._closed = True  # not running: puts flush inline
         self.on_flushed: Callable[[], None] = lambda: None  # after each group: the store wakes the reput
-        self.groups = 0  # fdatasyncs that served at least one put
-        self.served = 0  # puts served by them
 
     def _wake(self) -> None:
         self._work.set()
@@ -206,7 +220,7 @@ class GroupCommitService(_Service):
             return
         req = _Request()
         if not self._enqueue(req):
-            self.commitlog.flush()
+            self._flush_inline(offset)
             return
         if not req.lock.acquire(timeout=self.timeout):
             raise FlushTimeoutError(f"fdatasync did not cover offset {offset} within {self.timeout}s", results)
@@ -223,13 +237,21 @@ class GroupCommitService(_Service):
         loop = asyncio.get_running_loop()
         waiter = _LoopWaiter(loop, loop.create_future())
         if not self._enqueue(waiter):
-            self.commitlog.flush()
+            self._flush_inline(offset)
             return
         timer = loop.call_later(self.timeout, _expire, waiter.future, offset, self.timeout, results)
         try:
             await waiter.future
         finally:
             timer.cancel()
+
+    def _flush_inline(self, offset: int) -> None:
+        """Not running (not started, or stopping): the put flushes by itself."""
+        try:
+            self.commitlog.flush()
+        except (OSError, ValueError) as exc:  # the segments are closed or the disk failed
+            raise StoreClosedError(f"the store stopped before an fdatasync covered offset {offset} ({exc}); "
+                                   "the message was appended but is not confirmed on disk") from exc
 
     def _take(self) -> list[_Request | _LoopWaiter]:
         with self._mutex:
@@ -250,8 +272,7 @@ class GroupCommitService(_Service):
             _log.exception("group commit fdatasync failed")
             error = StoreClosedError(f"the store stopped and its last fdatasync failed ({exc}); the messages "
                                      "were appended but are not confirmed on disk") if stopping else exc
-        self.groups += 1
-        self.served += len(reqs)
+        self.stats.record_group(len(reqs))
         loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         for req in reqs:
             if isinstance(req, _LoopWaiter):

@@ -386,9 +386,7 @@ class MessageStore:
             "reput_offset": self.reput.reput_offset,
             "dispatch_behind_bytes": self.reput.behind_bytes,
             "flush_mode": self.config.flush_mode,
-            "flushes": self.flush_stats.flushes,
-            "flush_seconds_total": self.flush_stats.flush_seconds_total,
-            "last_flush_seconds": self.flush_stats.last_flush_seconds,
+            **self.flush_stats.as_dict(),  # flushes, and with SYNC the group commits and their puts
             "disk_used_ratio": self._retention.last_ratio,
             "disk_full": self._retention.disk_full,
             "damaged_records_read": self.damaged_reads,
