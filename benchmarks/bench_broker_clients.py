@@ -141,10 +141,7 @@ def longpoll_latency(port: int, topic: str, rate: int, duration: float) -> dict[
         writer.close()
 
     asyncio.run(produce())
-    latencies = sorted(out.get(timeout=duration + 60))
-    consumer.join(30)
-    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
-    return {"n": len(latencies), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": latencies[-1]}
+    return _percentiles(out.get(timeout=duration + 60), consumer)
 
 
 # -- Redis (RESP) ---------------------------------------------------------------------
@@ -209,6 +206,60 @@ def redis_xadd_load(port: int, stream: str, depth: int, duration: float, body_si
             _resp_call(sock, cmd, depth)
             added += depth
     return added
+
+
+def redis_xadd_paced(port: int, stream: str, depth: int, duration: float, body_size: int, rate: float) -> int:
+    """XADD pipelined ``depth`` deep at ``rate`` messages per second for ``duration`` s; messages added."""
+    cmd = _resp_command(b"XADD", stream.encode(), b"*", b"b", b"x" * body_size) * depth
+    added, start = 0, time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        while (now := time.monotonic()) < start + duration:
+            ahead = start + added / rate - now
+            if ahead > 0:
+                time.sleep(ahead)
+            _resp_call(sock, cmd, depth)
+            added += depth
+    return added
+
+
+def _redis_consume_latencies(port: int, stream: str, expect: int, timeout_s: float, out: Any) -> None:
+    latencies: list[float] = []
+    last, deadline = b"0-0", time.monotonic() + timeout_s
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        while len(latencies) < expect and time.monotonic() < deadline:
+            (reply,) = _resp_call(sock, _resp_command(b"XREAD", b"COUNT", b"100", b"BLOCK", b"1000", b"STREAMS",
+                                                      stream.encode(), last), 1)
+            now = time.time_ns()
+            for entry_id, fields in (reply[0][1] if reply else []):
+                latencies.append((now - int(fields[1])) / 1e6)
+                last = entry_id
+    out.put(latencies)
+
+
+def redis_latency(port: int, stream: str, rate: int, duration: float) -> dict[str, float]:
+    """The Redis peer of :func:`longpoll_latency`: XADD one entry per call (body = send time) at ``rate``
+    while a consumer waits in XREAD BLOCK; latency percentiles."""
+    n = int(rate * duration)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    consumer = ctx.Process(target=_redis_consume_latencies, args=(port, stream, n, duration + 30, out))
+    consumer.start()
+    time.sleep(2.0)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        start = time.monotonic()
+        for i in range(n):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            _resp_call(sock, _resp_command(b"XADD", stream.encode(), b"*", b"t", str(time.time_ns()).encode()), 1)
+    return _percentiles(out.get(timeout=duration + 60), consumer)
+
+
+def _percentiles(latencies: list[float], consumer: Any) -> dict[str, float]:
+    consumer.join(30)
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
+    return {"n": len(latencies), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": latencies[-1]}
 
 
 def redis_read_all(port: int, stream: str) -> tuple[int, float]:
