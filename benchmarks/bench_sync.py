@@ -28,7 +28,7 @@ from pathlib import Path
 from benchmarks.results import Measure, Recorder, Target
 from store import Message, MessageStore, PutResult, StoreConfig, StoreError
 
-__all__ = ["bench_sync", "run_sync"]
+__all__ = ["bench_sync", "fdatasync_peer", "run_sync"]
 
 TOPIC = "bench-topc"  # 10 characters
 
@@ -46,6 +46,15 @@ def _peer_slice(fd: int, seconds: float) -> tuple[int, float]:
         os.fdatasync(fd)
         count += 1
     return count, time.perf_counter() - t0
+
+
+def fdatasync_peer(path: Path, seconds: float) -> int:
+    """The peer on its own file (bench_broker): how many 200 B write + fdatasync in ``seconds``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        return _peer_slice(fd, seconds)[0]
+    finally:
+        os.close(fd)
 
 
 def _store_slice(store: MessageStore, seconds: float, threads: int) -> tuple[int, float]:
