@@ -103,6 +103,13 @@ def _speculate(u8: np.ndarray, start: np.ndarray, limit: np.ndarray,
 
 def parse_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans:
     """Tag and key spans of the records whose properties are ``u8[p0:pe]``."""
+    uniform = _uniform_spans(u8, p0, pe)
+    if uniform is not None:
+        return uniform
+    return _probe_spans(u8, p0, pe)
+
+
+def _probe_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans:
     n = len(p0)
     tag_start, tag_end = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     key_start, key_end = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
@@ -125,6 +132,36 @@ def parse_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans:
         g = rows[good]
         key_start[g], key_end[g], after[g] = s[good], pos[good], pos[good] + 1
     return PropSpans(tag_start, tag_end, key_start, key_end, after, slow)
+
+
+def _uniform_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans | None:
+    """The spans of records laid out alike (a run of equal records: properties of one length at one
+    distance), when every record's properties have row 0's structure: the same separator bytes at the
+    same places, the same reserved names, and no other separator.  Then every span is row 0's,
+    shifted.  None when the records are not laid out alike or one differs."""
+    n = len(p0)
+    if n < 2:
+        return None
+    plen, stride = int(pe[0] - p0[0]), int(p0[1] - p0[0])
+    if plen <= 0 or stride < plen or not ((pe - p0) == plen).all() or not (np.diff(p0) == stride).all():
+        return None
+    one = _probe_spans(u8, p0[:1], pe[:1])
+    if one.slow[0]:
+        return None
+    first = int(p0[0])
+    rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n, plen), strides=(stride, 1))
+    seps = np.flatnonzero(rows[0] <= 3)
+    names = [int(x) - first + i for x in (one.tag_start[0] - 5, one.key_start[0] - 5) if x >= first
+             for i in range(4)]  # the bytes of "TAGS" and "KEYS"
+    fixed = np.union1d(seps, np.array(names, np.int64))
+    if not (rows[:, fixed] == rows[0, fixed]).all() or np.count_nonzero(rows <= 3) != n * len(seps):
+        return None
+
+    def shifted(col: np.ndarray) -> np.ndarray:
+        return p0 + (int(col[0]) - first) if col[0] >= 0 else np.full(n, -1, np.int64)
+
+    return PropSpans(shifted(one.tag_start), shifted(one.tag_end), shifted(one.key_start), shifted(one.key_end),
+                     shifted(one.rest_start), np.zeros(n, bool))
 
 
 def all_same(u8: np.ndarray, start: np.ndarray, length: int) -> bool:

@@ -151,10 +151,13 @@ def _gather_headers(buf: bytes, st: np.ndarray) -> np.ndarray:
     fewer elements than bytes), one word view per alignment class.
     """
     n = len(st)
+    runs = _arithmetic_runs(st)
+    if runs == [(0, n)]:  # one run of equal records (the usual chunk): a strided view, no copy
+        return np.ndarray((n,), codec.HEADER_DTYPE, buf, int(st[0]), (int(st[1] - st[0]),))
     out = np.empty((n, _HS), np.uint8)
     todo = np.ones(n, bool)
     u8 = np.frombuffer(buf, np.uint8)
-    for lo, hi in _arithmetic_runs(st):
+    for lo, hi in runs:
         out[lo:hi] = np.lib.stride_tricks.as_strided(u8[int(st[lo]):], shape=(hi - lo, _HS),
                                                      strides=(int(st[lo + 1] - st[lo]), 1))
         todo[lo:hi] = False
