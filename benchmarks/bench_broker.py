@@ -279,6 +279,8 @@ def phase_sync(rec: Recorder, args: argparse.Namespace, tmp: Path, async_port: i
     report(rec, Measure("broker.sync_single", "HTTP single produce, SYNC flush, 32 producers", rate, "msg/s",
                         peer="fdatasync per 200 B write", peer_value=peer / args.duration,
                         targets=(Target(">=", 10.0, "ratio"),), details=details))
+    print(f"  {details['requests_per_fdatasync']:.1f} requests per fdatasync, largest group "
+          f"{details['largest_group_commit']} produce groups, load {details['load_1m']:.1f}")
     report(rec, Measure("broker.sync_vs_async", "HTTP single produce, SYNC flush, 32 producers", rate, "msg/s",
                         peer=f"the same load, {args.flush_mode} flush broker", peer_value=ceiling / args.duration))
 
