@@ -31,7 +31,8 @@ from .crc_fold import run_ok
 from .page_bytes import gather, spans
 from .scanner import _Headers, _crc_ok, _headers, parse_at  # the header checks of parse_at, without its columns
 
-__all__ = ["pull", "pull_batch", "PullBatch", "pull_page", "PullColumns", "read_many", "MAX_UNITS_EXAMINED"]
+__all__ = ["pull", "pull_batch", "PullBatch", "pull_page", "PullColumns", "read_many", "page_is_recent",
+           "MAX_UNITS_EXAMINED"]
 
 # A filtered pull stops after looking at this many units, matches or not.
 MAX_UNITS_EXAMINED = 16_384
@@ -330,6 +331,18 @@ def pull_page(
     return PullColumns(GetStatus.FOUND, offset + n, lo, hi, cq.topic, cq.queue_id, **page)
 
 
+def page_is_recent(commitlog: CommitLog, cq: ConsumeQueue | None, offset: int, window: int) -> bool:
+    """Whether a page from queue ``offset`` starts within the newest ``window`` bytes of the CommitLog
+    (written lately, so most likely still in the page cache), or reads no record at all."""
+    try:
+        units = cq.read_units(offset, 1) if cq is not None and offset >= 0 else None
+    except ValueError:  # a segment closed meanwhile (deleted, or the store stopping)
+        return False
+    if units is None or not len(units):
+        return True
+    return int(units["phy"][0]) >= commitlog.max_offset() - window
+
+
 def _columns_of(commitlog: CommitLog, cq: ConsumeQueue, units: np.ndarray, offset: int,
                 max_bytes: int | None) -> dict | None:
     """The columns of the records of ``units`` that lie in one segment; None if any fails a check."""
@@ -369,7 +382,8 @@ def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarra
     bodies, body_offsets = gather(u8, h.st + _HS, h.blen)
     if check_crc and not _bodies_ok(bodies, buf, h):
         return None
-    props, prop_offsets = gather(u8, h.p_at + 2, h.plen)
+    props, prop_offsets = gather(u8, h.p_at + 2, h.plen) if h.plen.any() else \
+        (np.zeros(0, np.uint8), np.zeros(n + 1, np.int32))  # no properties (a bulk produce's records)
     del u8
     return {"queue_offsets": h.hdr["queue_offset"].astype(np.int64), "phy_offsets": phys,
             "store_hosts": h.hdr["store_host"].astype(np.uint64),

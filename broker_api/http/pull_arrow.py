@@ -109,15 +109,26 @@ def columns_to_arrow(page: PullColumns, fields: frozenset[str] | None = None) ->
     return memoryview(sink.getvalue())
 
 
+def _no_properties(n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """keys, tags and properties of ``n`` rows that carry no properties (a bulk produce's page):
+    empty key lists, null tags, empty maps, from constant buffers."""
+    zeros = pa.py_buffer(np.zeros(n + 1, np.int32))
+    keys = pa.ListArray.from_buffers(pa.list_(pa.string()), n, [None, zeros], children=[pa.array([], pa.string())])
+    tags = pa.nulls(n, pa.string())
+    props = pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, zeros]),
+                                    pa.array([], pa.string()), pa.array([], pa.string()), type=_PROPS)
+    return keys, tags, props
+
+
 def _page_batch(page: PullColumns, schema: pa.Schema) -> pa.RecordBatch:
     n, topic = len(page), page.topic.encode()
     parsed: list[tuple[pa.Array, pa.Array, pa.Array]] = []
 
     def props(i: int) -> pa.Array:
         if not parsed:
-            parsed.append(_property_columns(page.properties, page.property_offsets))
+            parsed.append(_property_columns(page.properties, page.property_offsets) if len(page.properties)
+                          else _no_properties(n))
         return parsed[0][i]
-
     def msg_ids() -> pa.Array:
         ids = np.empty((n, 2), ">u8")
         ids[:, 0], ids[:, 1] = page.store_hosts, page.phy_offsets

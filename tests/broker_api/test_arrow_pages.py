@@ -138,3 +138,42 @@ def test_a_damaged_record_among_equal_ones_is_found_and_named(tmp_path: Path, wh
         assert all(isinstance(store.get_message_columns("eq", q, 0, 240), PullColumns) for q in (0, 2))
     finally:
         store.shutdown()
+
+
+def test_records_without_properties_give_empty_keys_and_null_tags(tmp_path: Path) -> None:
+    """A bulk produce's records carry no keys, tags or properties: the flat page says so exactly
+    as the column path does (the source's ``key`` column is then null)."""
+    store = MessageStore(StoreConfig(root_dir=tmp_path, commitlog_segment_bytes=1 << 20))
+    store.start()
+    try:
+        store.put_column_groups("bare", [(q, [b"v%04d" % i for i in range(300)], None) for q in range(2)])
+        assert store.wait_visible(10)
+        for qid in range(2):
+            flat = store.get_message_columns("bare", qid, 10, 250)
+            cols = store.get_message_batch("bare", qid, 10, 250)
+            assert isinstance(flat, PullColumns) and len(flat) == 250 and not len(flat.properties)
+            assert _arrow(flat).equals(_arrow(cols))
+            page = _arrow(flat)
+            assert page.column("keys").to_pylist() == [[]] * 250
+            assert page.column("tags").null_count == 250
+            assert page.column("properties").to_pylist() == [[]] * 250
+            assert page.column("body").to_pylist()[0] == b"v0010"
+    finally:
+        store.shutdown()
+
+
+def test_a_page_is_recent_only_within_the_newest_bytes_of_the_log(tmp_path: Path) -> None:
+    """The broker builds recent pages on its event loop and older ones (maybe on disk) in a thread."""
+    from store.pull import page_is_recent
+
+    store = _equal_store(tmp_path)
+    try:
+        cq, log = store.queues.get("eq", 0), store.commitlog
+        size = log.max_offset() - log.min_offset()
+        assert page_is_recent(log, cq, 0, size)
+        assert not page_is_recent(log, cq, 0, size // 2)
+        assert page_is_recent(log, cq, 239, size // 2)  # the queue's last record was written last
+        assert page_is_recent(log, cq, 240, 0)  # the end of the queue: nothing to read
+        assert page_is_recent(log, None, 0, 0)  # an unknown queue: answered without reading
+    finally:
+        store.shutdown()
