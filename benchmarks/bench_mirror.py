@@ -2,6 +2,8 @@
 mirrored rows/s, and a GROUP BY over many mirrored rows in the embedded engine.
 
     python benchmarks/bench_mirror.py --duration 60 --rate 100000 --groupby-rows 10000000 [--json-out PATH]
+    python -m benchmarks.bench_mirror --duration 60 --rate 80000 --hosts process,thread \
+        --catchup-messages 0 --groupby-rows 0          # issue 15: both hosts next to mirror off, one run
 
 Each mode starts a real broker subprocess (127.0.0.1, fresh data dir) and
 produces Arrow bulk batches from ``--producers`` threads, paced to ``--rate``
@@ -45,14 +47,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_broker(data_dir: Path, mirror: bool, queues: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_broker(data_dir: Path, mirror: bool, queues: int, host: str = "process") -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
-    env.update({"SPARKMQ_MIRROR__ENABLED": str(mirror).lower(), "SPARKMQ_BROKER__DEFAULT_QUEUES": str(queues),
+    env.update({"SPARKMQ_MIRROR__ENABLED": str(mirror).lower(), "SPARKMQ_MIRROR__HOST": host,
+                "SPARKMQ_BROKER__DEFAULT_QUEUES": str(queues),
                 "SPARKMQ_FAST_FAILURE__ENABLED": "false", "PYTHONPATH": str(REPO)})
     cmd = [sys.executable, "-m", "broker_api", "serve", "--host", "127.0.0.1", "--port", str(port),
            "--data-dir", str(data_dir)]
-    log = open(data_dir.parent / f"broker-{'on' if mirror else 'off'}.log", "ab")
+    log = open(data_dir.parent / f"broker-{host if mirror else 'off'}.log", "ab")
     proc = subprocess.Popen(cmd, cwd=data_dir.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -125,7 +128,7 @@ class LagSampler:
         with httpx.Client(base_url=self.url, timeout=10) as c:
             while not self._stop.wait(0.25):
                 try:
-                    self.samples.append(c.get("/v1/broker").json()["mirror"])
+                    self.samples.append({**c.get("/v1/broker").json()["mirror"], "t": time.time()})
                 except httpx.HTTPError:
                     pass
 
@@ -139,16 +142,18 @@ def wait_caught_up(url: str, timeout_s: float) -> float:
     raise RuntimeError(f"the mirror did not catch up within {timeout_s:g} s after producing stopped")
 
 
-def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path) -> dict[str, Any]:
-    data = work / f"data-{'on' if mirror else 'off'}"
+def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path, host: str = "process") -> dict[str, Any]:
+    data = work / f"data-{host if mirror else 'off'}"
     data.mkdir()
-    proc, url = start_broker(data, mirror, args.queues)
+    proc, url = start_broker(data, mirror, args.queues, host)
     try:
         sampler = LagSampler(url) if mirror else None
         if sampler:
             sampler.start()
+        load_before = os.getloadavg()[0]
         acked, secs = produce(url, args, payload)
-        out: dict[str, Any] = {"mirror": mirror, "messages": acked, "seconds": secs, "rate": acked / secs}
+        out: dict[str, Any] = {"mirror": mirror, "host": host if mirror else None, "messages": acked, "seconds": secs,
+                               "rate": acked / secs, "load_avg_1m": [load_before, os.getloadavg()[0]]}
         if sampler:
             catch_up = wait_caught_up(url, args.catch_up_timeout)
             sampler.stop()
@@ -156,7 +161,8 @@ def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path)
                            max_rows=1, timeout_s=120).to_pylist()[0]["n"]
             out.update(catch_up_s=catch_up, rows=rows, mirrored_rows_per_s=rows / (secs + catch_up),
                        max_lag_s=max((s["lag_seconds"] for s in sampler.samples), default=0.0),
-                       max_lag_bytes=max((s["lag_bytes"] for s in sampler.samples), default=0))
+                       max_lag_bytes=max((s["lag_bytes"] for s in sampler.samples), default=0),
+                       lag_series=[(round(s["t"], 2), s["lag_seconds"]) for s in sampler.samples])
         return out
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -168,7 +174,7 @@ def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path)
 
 def catch_up(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Mirror capacity: a mirror started over a store already holding ``--catchup-messages``."""
-    from connectors import DeltaMirror, MirrorConfig
+    from connectors import MirrorConfig, open_mirror
     from store import Message, MessageStore, StoreConfig
 
     store = MessageStore(StoreConfig(root_dir=work / "catchup" / "store"))
@@ -180,9 +186,10 @@ def catch_up(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                 for i in range(lo, min(lo + 2000, args.catchup_messages))])
         while store.stats()["dispatch_behind_bytes"]:
             time.sleep(0.05)
-        mirror = DeltaMirror(store, MirrorConfig(table_uri=str(work / "catchup" / "delta"), app_id="bench"))
+        host = args.hosts.split(",")[0].strip() or "process"
         t0 = time.monotonic()
-        mirror.start()
+        mirror = open_mirror(store, MirrorConfig(table_uri=str(work / "catchup" / "delta"), app_id="bench",
+                                                 host=host))  # type: ignore[arg-type]
         while mirror.lag()["lag_bytes"]:
             time.sleep(0.02)
         secs = time.monotonic() - t0
@@ -239,12 +246,15 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2000, help="messages per produce request")
     p.add_argument("--body-bytes", type=int, default=100)
     p.add_argument("--producers", type=int, default=2)
+    p.add_argument("--hosts", default="process",
+                   help="comma-separated [mirror] host values to run with the mirror on (process, thread)")
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--groupby-rows", type=int, default=10_000_000)
     p.add_argument("--catchup-messages", type=int, default=1_000_000,
                    help="messages in an in-process store that a fresh mirror reads back (0 skips)")
     p.add_argument("--catch-up-timeout", type=float, default=300.0)
     p.add_argument("--skip-produce", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (broker logs, Delta tables)")
     p.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = p.parse_args()
     rec = Recorder("mirror", args.json_out, {k: v for k, v in vars(args).items() if k != "json_out"})
@@ -267,31 +277,44 @@ def main() -> None:
             print(f"GROUP BY topic, queue_id over {g['rows']:,} rows: best {g['best_s']:.2f} s "
                   f"(runs {', '.join(f'{r:.2f}' for r in g['runs_s'])}; table written in {g['write_s']:.1f} s)")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     rec.write()
 
 
 def produce_modes(rec: Recorder, args: argparse.Namespace, work: Path) -> None:
-    """Produce with the mirror off, then on; record the rates, the lag and the mirrored rows/s."""
+    """Produce with the mirror off, then on for each host; record the rates, the lag and the mirrored rows/s."""
     payload = arrow_payload(args.batch, args.body_bytes)
+    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
     rec.phase(f"produce with the mirror off ({args.duration:g} s)")
     off = run_mode(args, False, payload, work)
-    rec.phase(f"produce with the mirror on ({args.duration:g} s), then catch up")
-    on = run_mode(args, True, payload, work)
+    print(f"produce, mirror off: {off['rate']:,.0f} msg/s ({off['messages']:,} in {off['seconds']:.1f} s); "
+          f"load average {off['load_avg_1m'][0]:.1f} -> {off['load_avg_1m'][1]:.1f}")
+    for host in hosts:
+        rec.phase(f"produce with the mirror on, host {host} ({args.duration:g} s), then catch up")
+        on = run_mode(args, True, payload, work, host)
+        record_host(rec, args, host, on, off, primary=host == hosts[0])
+
+
+def record_host(rec: Recorder, args: argparse.Namespace, host: str, on: dict[str, Any], off: dict[str, Any], *,
+                primary: bool) -> None:
     how = (f"Arrow bulk, {args.producers} producers × {args.batch} msgs of {args.body_bytes} B, "
-           f"paced to ≤ {args.rate:,.0f} msg/s, {args.duration:g} s")
-    rec.add(Measure("mirror.produce", f"HTTP produce with the Delta mirror on ({how})", on["rate"], "msg/s",
+           f"paced to ≤ {args.rate:,.0f} msg/s, {args.duration:g} s, mirror host {host}")
+    key = "mirror" if primary else f"mirror.{host}"
+    rec.add(Measure(f"{key}.produce", f"HTTP produce with the Delta mirror on ({how})", on["rate"], "msg/s",
                     peer="mirror off", peer_value=off["rate"], targets=(Target(">=", 0.8, "ratio"),),
                     details={"on": on, "off": off}))
-    rec.add(Measure("mirror.lag", "mirror lag while producing, max of samples every 0.25 s", on["max_lag_s"], "s",
-                    targets=(Target("<=", 5.0),),
+    rec.add(Measure(f"{key}.lag", f"mirror lag while producing, max of samples every 0.25 s (host {host})",
+                    on["max_lag_s"], "s", targets=(Target("<=", 5.0),),
                     details={"max_lag_bytes": on["max_lag_bytes"], "catch_up_s": on["catch_up_s"]}))
-    rec.add(Measure("mirror.rows", "rows mirrored into Delta per second while producing", on["mirrored_rows_per_s"],
-                    "rows/s", details={"rows": on["rows"]}))
-    print(f"produce, mirror off: {off['rate']:,.0f} msg/s ({off['messages']:,} in {off['seconds']:.1f} s)")
-    print(f"produce, mirror on:  {on['rate']:,.0f} msg/s ({on['messages']:,} in {on['seconds']:.1f} s); "
-          f"on/off = {on['rate'] / off['rate']:.2f}")
-    print(f"mirror: {on['rows']:,} rows, {on['mirrored_rows_per_s']:,.0f} rows/s, max lag "
+    rec.add(Measure(f"{key}.rows", f"rows mirrored into Delta per second while producing (host {host})",
+                    on["mirrored_rows_per_s"], "rows/s", details={"rows": on["rows"]}))
+    print(f"produce, mirror on ({host}): {on['rate']:,.0f} msg/s ({on['messages']:,} in {on['seconds']:.1f} s); "
+          f"on/off = {on['rate'] / off['rate']:.2f}; load average {on['load_avg_1m'][0]:.1f} -> "
+          f"{on['load_avg_1m'][1]:.1f}")
+    print(f"mirror ({host}): {on['rows']:,} rows, {on['mirrored_rows_per_s']:,.0f} rows/s, max lag "
           f"{on['max_lag_s']:.2f} s / {on['max_lag_bytes']:,} bytes, caught up {on['catch_up_s']:.2f} s "
           "after producing stopped")
 

@@ -22,6 +22,9 @@ commit carries the app transaction ``(app_id, CommitLog end offset)`` and
 drops rows below the version it re-reads, so a child killed at any point, or
 a stale child still finishing a commit next to a new one, adds nothing twice.
 
+Compaction, vacuum and checkpoints run on their own thread next to the writer
+(:mod:`.upkeep_thread`), so they never hold commits back.
+
 Commit size adapts: a commit holds ``batch_rows`` rows when the mirror keeps
 up, and up to ``_MAX_SCALE`` times that while a backlog remains after a full
 commit (fewer, larger commits: the per-commit cost of delta-rs is paid less
@@ -49,6 +52,7 @@ from store.readonly import ReadOnlyCommitLog
 from .config import MirrorConfig
 from .rows import batch_to_table
 from .table import MirrorTable
+from .upkeep_thread import UpkeepService
 
 __all__ = ["ChildSpec", "READABLE", "COMMITTED", "OLDEST_MS", "COMMITS", "ROWS", "READY", "SLOTS", "main"]
 
@@ -57,8 +61,10 @@ _log = logging.getLogger(__name__)
 READABLE, COMMITTED, OLDEST_MS, COMMITS, ROWS, READY = range(6)
 SLOTS = 8
 _READ_BYTES = 8 << 20
-_MAX_SCALE = 8
-_IDLE_WAIT_S = 0.02
+_MAX_SCALE = 4
+_IDLE_WAIT_S = 0.05
+# Read once this much is waiting (or a commit is due): fewer, larger reads instead of spinning on every record.
+_READ_MIN_BYTES = 1 << 20
 _RETRY_S = 1.0
 _STOP_CATCH_UP_BYTES = 64 << 20
 
@@ -123,13 +129,15 @@ class _Writer:
         self._since: float | None = None  # when _next first moved past _committed
         self._scale = 1
         self._commits = 0
+        self._upkeep = UpkeepService(spec.config)
+        self._upkeep.start()
         shared[COMMITTED] = self._committed
         shared[OLDEST_MS] = -1
         shared[READY] = 1
 
     def run(self, control_fd: int) -> None:
         while True:
-            ready, _, _ = select.select([control_fd], [], [], 0 if self._busy() else _IDLE_WAIT_S)
+            ready, _, _ = select.select([control_fd], [], [], self._wait_time())
             if ready:
                 message = os.read(control_fd, 64)
                 if not message:
@@ -140,10 +148,17 @@ class _Writer:
             self._guarded(self._step)
 
     def close(self) -> None:
+        self._upkeep.stop()
         self._log.close()
 
-    def _busy(self) -> bool:
-        return self._next < int(self._shared[READABLE]) or self._flush_due()
+    def _wait_time(self) -> float:
+        """0 when enough is waiting to read or a commit is due, else how long to sleep."""
+        waiting = int(self._shared[READABLE]) - self._next
+        if waiting >= _READ_MIN_BYTES:
+            return 0.0
+        if self._since is None:
+            return _IDLE_WAIT_S if waiting <= 0 else min(_IDLE_WAIT_S, self._cfg.batch_interval_s)
+        return max(0.0, min(_IDLE_WAIT_S, self._since + self._cfg.batch_interval_s - time.monotonic()))
 
     def _guarded(self, step: Any) -> None:
         try:
@@ -206,15 +221,4 @@ class _Writer:
         self._shared[OLDEST_MS] = -1
         self._log.forget_below(end)
         if committing:
-            self._upkeep()
-
-    def _upkeep(self) -> None:
-        cfg, n = self._cfg, self._commits
-        try:
-            if cfg.compact_every_commits > 0 and n % cfg.compact_every_commits == 0:
-                self._table.compact()
-                self._table.vacuum(cfg.vacuum_retention_hours)
-            if cfg.checkpoint_every_commits > 0 and n % cfg.checkpoint_every_commits == 0:
-                self._table.checkpoint()
-        except Exception:  # noqa: BLE001 - upkeep failures only log; the next cadence tries again
-            _log.exception("delta table upkeep failed; the next cadence tries again")
+            self._upkeep.after_commit(self._commits)
