@@ -128,6 +128,15 @@ class MappedFile:
                 raise ValueError(f"segment {self.path.name} is closed")
             return os.pread(self._fd, size, pos)
 
+    def read_into(self, pos: int, out: bytearray | memoryview) -> int:
+        """Copy up to ``len(out)`` bytes at file position ``pos`` into ``out`` (a buffer the caller reuses:
+        no fresh pages per read); returns how many.  ValueError once closed."""
+        size = max(0, min(len(out), self.size - pos))
+        with self._io_lock, memoryview(out) as mv:
+            if self.closed:
+                raise ValueError(f"segment {self.path.name} is closed")
+            return os.preadv(self._fd, [mv[:size]], pos) if size else 0
+
     @contextlib.contextmanager
     def view(self, pos: int, size: int) -> Iterator[memoryview]:
         """The mapped bytes at ``pos`` without a copy, for the ``with`` block only (close() waits).

@@ -26,7 +26,8 @@ from .scanner import ScanStop, scan_chunk
 __all__ = ["recover_commitlog", "redispatch_start", "RecoveryReport"]
 
 _log = logging.getLogger(__name__)
-_CHUNK = 64 << 20
+_CHUNK = 16 << 20  # the most one scan reads (one buffer, reused)
+_FIRST_CHUNK = 1 << 20  # the first read is small: a clean log ends just after the safe point
 
 
 @dataclass(slots=True)
@@ -47,18 +48,27 @@ def recover_commitlog(commitlog: CommitLog, cp: Checkpoint, have_checkpoint: boo
     if not q.min_offset() <= start <= files_end:
         start = q.min_offset()
     offset, reason = start, "end of segments"
+    buf, want = bytearray(_CHUNK), _FIRST_CHUNK  # one buffer for every read; small reads first near the end
     while True:
         seg = q.find(offset)
         if seg is None:
             break
         pos = offset - seg.start_offset
-        chunk = seg.read(pos, min(_CHUNK, seg.size - pos))
-        res = scan_chunk(chunk, offset, check_crc=True, store_host=commitlog.store_host, collect=False)
+        with memoryview(buf) as mv:
+            got = seg.read_into(pos, mv[:want])
+            res = scan_chunk(mv[:got], offset, check_crc=True, store_host=commitlog.store_host,  # type: ignore[arg-type]
+                             collect=False)  # (any buffer: the scan only reads it)
         offset += res.consumed
         if res.stop is ScanStop.BLANK:
             offset = seg.end_offset
             continue
-        at_seg_end = pos + len(chunk) >= seg.size
+        at_seg_end = pos + got >= seg.size
+        total = int.from_bytes(buf[:4], "big")
+        if res.stop is ScanStop.SHORT and res.consumed == 0 and want < total <= seg.size - pos:
+            want = total  # a record longer than this read: read it whole
+            buf = buf if total <= len(buf) else bytearray(total)
+            continue
+        want = min(len(buf), want * 4)
         if res.stop is ScanStop.INVALID or (res.stop is ScanStop.SHORT and (at_seg_end or res.consumed == 0)):
             reason = res.reason or "record cut short"
             break
