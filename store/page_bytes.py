@@ -7,12 +7,29 @@ import numpy as np
 
 from .scanner import _arithmetic_runs
 
-__all__ = ["gather", "spans"]
+__all__ = ["equal_at", "gather", "spans"]
 
 
 def spans(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     """The ``width``-byte ranges at ``starts`` as a 2-D array (one row each)."""
     return u8[starts[:, None] + np.arange(width)]
+
+
+def equal_at(u8: np.ndarray, starts: np.ndarray, value: np.ndarray) -> bool:
+    """Whether the bytes at every one of ``starts`` equal ``value`` (a record's topic): runs of
+    evenly spaced starts are compared through one strided view each, the rest through one index."""
+    width = len(value)
+    todo = np.ones(len(starts), bool)
+    for a, b in _arithmetic_runs(starts, 8):
+        step = int(starts[a + 1] - starts[a])
+        if step < width or int(starts[b - 1]) + width > len(u8):
+            continue  # overlapping or past the end: the index below says no without reading out of bounds
+        view = np.lib.stride_tricks.as_strided(u8[int(starts[a]):], shape=(b - a, width), strides=(step, 1))
+        if not (view == value).all():
+            return False
+        todo[a:b] = False
+    rest = starts[todo]
+    return bool((spans(u8, rest, width) == value).all()) if len(rest) else True
 
 
 def gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

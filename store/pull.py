@@ -28,7 +28,7 @@ from .dispatch import DispatchBatch
 from .message import DamagedRecord, GetResult, GetStatus, StoredMessage
 from .commitlog import _SPAN
 from .crc_fold import run_ok
-from .page_bytes import gather, spans
+from .page_bytes import equal_at, gather
 from .scanner import _Headers, _crc_ok, _headers, parse_at  # the header checks of parse_at, without its columns
 
 __all__ = ["pull", "pull_batch", "PullBatch", "pull_page", "PullColumns", "read_many", "page_is_recent",
@@ -377,7 +377,7 @@ def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarra
     ok = h.ok & (h.total == sizes) & (h.tlen == len(topic)) & (h.hdr["queue_id"] == cq.queue_id)
     ok &= h.hdr["queue_offset"] == np.arange(offset, offset + n)
     u8 = np.frombuffer(buf, np.uint8)
-    if not ok.all() or not (spans(u8, h.t_at + 1, len(topic)) == topic).all():
+    if not ok.all() or not equal_at(u8, h.t_at + 1, topic):
         return None
     bodies, body_offsets = gather(u8, h.st + _HS, h.blen)
     if check_crc and not _bodies_ok(bodies, buf, h):

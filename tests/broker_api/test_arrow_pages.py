@@ -114,7 +114,7 @@ def test_pages_of_equal_records_are_flat_and_equal_the_column_path(tmp_path: Pat
         store.shutdown()
 
 
-@pytest.mark.parametrize("where", [88 + 17, 8], ids=["body byte", "stored crc"])
+@pytest.mark.parametrize("where", [88 + 17, 8, 88 + 80 + 1 + 1], ids=["body byte", "stored crc", "topic byte"])
 def test_a_damaged_record_among_equal_ones_is_found_and_named(tmp_path: Path, where: int) -> None:
     store = _equal_store(tmp_path)
     try:
