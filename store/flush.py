@@ -31,6 +31,7 @@ __all__ = ["AsyncFlushService", "GroupCommitService", "LogicsFlushService", "Flu
 
 _log = logging.getLogger(__name__)
 _PAGE = 4096
+_REPUT_IDLE_S = 0.001  # SYNC: how long a served group's reput wake-up may wait for the next group
 
 
 class FlushStats:
@@ -259,10 +260,11 @@ class GroupCommitService(_Service):
             self._work.clear()
         return reqs
 
-    def _serve(self, reqs: list[_Request | _LoopWaiter], stopping: bool = False) -> None:
-        """One fdatasync for the whole group, then wake each of its puts (one loop call per event loop)."""
+    def _serve(self, reqs: list[_Request | _LoopWaiter], stopping: bool = False, notify: bool = True) -> bool:
+        """One fdatasync for the whole group, then wake each of its puts (one loop call per event loop);
+        then ``on_flushed`` unless not ``notify``.  Returns whether a group was served."""
         if not reqs:
-            return
+            return False
         error: BaseException | None = None
         try:
             t0 = time.perf_counter()
@@ -285,12 +287,26 @@ class GroupCommitService(_Service):
                 loop.call_soon_threadsafe(_settle, futures, error)
             except RuntimeError:  # that loop is closed: nobody awaits these any more
                 pass
-        self.on_flushed()
+        if notify:
+            self.on_flushed()
+        return True
 
     def _run(self) -> None:
+        """Serve groups.  The reput (``on_flushed``) is woken for a served group when the next
+        group's fdatasync starts, so it dispatches while the disk works and not while the woken
+        puts want the GIL back; or after ``_REPUT_IDLE_S`` when no next group comes."""
+        due = False
         while not self._stop.is_set():
-            self._work.wait()
-            self._serve(self._take())
+            if not self._work.wait(_REPUT_IDLE_S if due else None):
+                self.on_flushed()
+                due = False
+                continue
+            reqs = self._take()
+            if due:  # the last group is dispatched while this one's fdatasync runs
+                self.on_flushed()
+            due = self._serve(reqs, notify=False)
+        if due:
+            self.on_flushed()
 
 
 def make_flusher(commitlog: CommitLog, config: StoreConfig, stats: FlushStats,
