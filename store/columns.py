@@ -157,8 +157,9 @@ def _topic_head(topic: str) -> bytes:
 
 
 def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[bytes | list[bytes] | np.ndarray,
-                                                                            np.ndarray | None]:
-    """The part after each body: one shared tail without keys, else one per message (and the key lengths)."""
+                                                                            np.ndarray | int]:
+    """The part after each body: one shared tail without keys, else one per message; and the key
+    lengths (one for all when they are equal; 0 without keys)."""
     tag_part = b""
     if tags:
         _check("tag", tags)
@@ -166,10 +167,13 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[b
     if keys is None:
         if len(tag_part) > MAX_PROPERTIES_BYTES:
             raise InvalidMessageError(f"the tag takes {len(tag_part)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
-        return head + _U16.pack(len(tag_part)) + tag_part, None
+        return head + _U16.pack(len(tag_part)) + tag_part, 0
     n = len(keys)
-    # every key, UTF-8, each followed by \x03: separators found by one comparison, no object per key
+    # every key, UTF-8, each followed by \x03: separators found by byte comparisons, no object per key
     raw = np.frombuffer(("\x03".join(keys) + "\x03").encode("utf-8"), np.uint8)
+    width = len(raw) // n  # when every key has the same length: key bytes + separator per row
+    if width > 1 and len(raw) == n * width and np.count_nonzero(raw <= 3) == n and (raw[width - 1::width] == 3).all():
+        return _key_rows(head, tag_part, raw.reshape(n, width)), width - 1  # (exactly the n separators, in place)
     seps = np.flatnonzero(raw == 3)
     if len(seps) != n or np.count_nonzero(raw < 3):
         raise InvalidMessageError("a key holds control characters \\x00-\\x03")
@@ -184,12 +188,21 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[b
         pre = {k: head + _U16.pack(k + fixed) + tag_part + b"KEYS\x01" for k in np.unique(lens).tolist()}
         encoded = raw.tobytes().split(b"\x03")[:n]
         return [pre[len(k)] + k + b"\x02" for k in encoded], lens
-    start = head + _U16.pack(klen + fixed) + tag_part + b"KEYS\x01"
-    rows = np.empty((n, len(start) + klen + 1), np.uint8)  # every key the same length: rows built by columns
+    return _key_rows(head, tag_part, raw.reshape(n, klen + 1)), klen
+
+
+def _key_rows(head: bytes, tag_part: bytes, keys: np.ndarray) -> np.ndarray:
+    """One tail per message, built by columns from ``keys`` (n rows: the key's bytes, then one spare byte)."""
+    n, width = keys.shape
+    fixed = len(tag_part) + 6  # "KEYS\x01" ... "\x02"
+    if width - 1 + fixed > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(f"a key makes properties longer than {MAX_PROPERTIES_BYTES} bytes")
+    start = head + _U16.pack(width - 1 + fixed) + tag_part + b"KEYS\x01"
+    rows = np.empty((n, len(start) + width), np.uint8)
     rows[:, :len(start)] = np.frombuffer(start, np.uint8)
-    rows[:, len(start):] = raw.reshape(n, klen + 1)
+    rows[:, len(start):] = keys
     rows[:, -1] = 2
-    return rows, lens
+    return rows
 
 
 def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
@@ -211,15 +224,15 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
     blens = bodies.lengths() if isinstance(bodies, PackedBodies) else np.fromiter(map(len, bodies), np.int64, n)
     if isinstance(tails, bytes):
         sizes = blens + (HEADER_SIZE + len(tails))
-    else:
-        assert key_lens is not None
-        sizes = blens + key_lens + (HEADER_SIZE + len(tails[0]) - int(key_lens[0]))
-    top = int(sizes.max())
+    else:  # the first tail holds the first key: the others differ by their key's length
+        first_key = key_lens if isinstance(key_lens, int) else int(key_lens[0])
+        sizes = blens + key_lens + (HEADER_SIZE + len(tails[0]) - first_key)
+    top, low = int(sizes.max()), int(sizes.min())
     if top > max_size:
         i = int(np.argmax(sizes > max_size))
         raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
     crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(zlib.crc32, bodies), np.uint32, n)
-    fixed = int(sizes.min()) == top and int(blens.min()) == int(blens.max())
+    fixed = low == top and (isinstance(key_lens, int) or int(blens.min()) == int(blens.max()))
     return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed)
 
 

@@ -79,6 +79,9 @@ def test_columns_refuse_bad_input_and_write_nothing(open_store: Callable[..., Me
         store.put_columns("t", 0, [b"a", b"b"], keys=["only-one"])
     with pytest.raises(InvalidMessageError):
         store.put_columns("t", 0, [b"a"], keys=[""])
+    for keys in (["ab", "c\x03"], ["ab", "\x00b"], ["", ""], ["k" * 40000, "q" * 40000]):  # keys of one length
+        with pytest.raises(InvalidMessageError):
+            store.put_columns("t", 0, [b"a", b"b"], keys=keys)
     with pytest.raises(InvalidMessageError):
         store.put_columns("t", 0, [b"a"], tags="x\x02")
     with pytest.raises(InvalidMessageError):
