@@ -31,6 +31,7 @@ from .errors import MirrorError
 from .inbox import Inbox
 from .rows import batch_to_table
 from .table import MirrorTable
+from .upkeep_thread import UpkeepService
 
 __all__ = ["DeltaMirror"]
 
@@ -64,6 +65,7 @@ class DeltaMirror:
         self._committed = 0
         self._commits = 0
         self._rows_written = 0
+        self._upkeep = UpkeepService(config)  # compaction, vacuum, checkpoints next to the commits
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -75,6 +77,7 @@ class DeltaMirror:
         resume = self._table.committed_offset()
         self._next = self._committed = resume if resume is not None else 0
         self._store.add_dispatcher(self)
+        self._upkeep.start()
         self._thread = threading.Thread(target=self._run, name="sparkmq-delta-mirror", daemon=True)
         self._thread.start()
 
@@ -89,6 +92,7 @@ class DeltaMirror:
             if self._thread.is_alive():
                 _log.error("delta mirror thread did not stop within 120 s")
             self._thread = None
+        self._upkeep.stop()
 
     # -- Dispatcher --------------------------------------------------------
 
@@ -264,17 +268,4 @@ class DeltaMirror:
             self._buffer_since = 0.0
         self._committed = end
         if committed:
-            self._after_commit()
-
-    def _after_commit(self) -> None:
-        """Compaction, vacuum and checkpoints on their cadence; failures only log."""
-        assert self._table is not None
-        cfg = self._config
-        try:
-            if cfg.compact_every_commits > 0 and self._commits % cfg.compact_every_commits == 0:
-                self._table.compact()
-                self._table.vacuum(cfg.vacuum_retention_hours)
-            if cfg.checkpoint_every_commits > 0 and self._commits % cfg.checkpoint_every_commits == 0:
-                self._table.checkpoint()
-        except MirrorError:
-            _log.exception("delta table upkeep failed; the next cadence tries again")
+            self._upkeep.after_commit(self._commits)

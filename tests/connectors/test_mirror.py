@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from connectors import DeltaMirror, MirrorConfig, run_sql
+from connectors import DeltaMirror, MirrorConfig, MirrorProcess, run_sql
 from store import Message, MessageStore, PutResult, StoreConfig, SysFlag
 
 
@@ -20,6 +20,16 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
     s.start()
     yield s
     s.shutdown()
+
+
+@pytest.fixture(params=["thread", "process"])
+def host(request: pytest.FixtureRequest) -> str:
+    """Every test runs with the mirror in a broker thread and in its own process ([mirror] host)."""
+    return str(request.param)
+
+
+def _open(host: str, store: MessageStore, config: MirrorConfig) -> DeltaMirror | MirrorProcess:
+    return DeltaMirror(store, config) if host == "thread" else MirrorProcess(store, config)
 
 
 def _config(tmp_path: Path, **kw: object) -> MirrorConfig:
@@ -40,7 +50,7 @@ def _put(store: MessageStore, n: int, start: int = 0, per_call: int = 50) -> lis
     return out
 
 
-def _wait_caught_up(mirror: DeltaMirror, timeout_s: float = 60.0) -> dict:
+def _wait_caught_up(mirror: DeltaMirror | MirrorProcess, timeout_s: float = 60.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         lag = mirror.lag()
@@ -63,9 +73,9 @@ def _got(uri: str) -> list[tuple]:
     return [(r["commitlog_offset"], r["msg_id"], r["topic"], r["queue_id"], r["queue_offset"]) for r in _rows(uri)]
 
 
-def test_mirror_holds_every_message_written_before_and_after_it_started(store: MessageStore, tmp_path: Path) -> None:
+def test_mirror_holds_every_message_written_before_and_after_it_started(host: str, store: MessageStore, tmp_path: Path) -> None:
     before = _put(store, 900)
-    mirror = DeltaMirror(store, _config(tmp_path))
+    mirror = _open(host, store, _config(tmp_path))
     mirror.start()
     try:
         after = _put(store, 900, start=900)
@@ -78,17 +88,17 @@ def test_mirror_holds_every_message_written_before_and_after_it_started(store: M
     assert rows[5]["body"] == b"body-5" and rows[5]["keys"] == ["k5"] and rows[5]["properties"] == [("i", "5")]
     assert lag["mirrored_offset"] == lag["commitlog_offset"] == store.stats()["commitlog_max_offset"]
     assert lag["lag_seconds"] == 0.0
-    assert not [t for t in threading.enumerate() if t.name == "sparkmq-delta-mirror"]
+    assert not [t for t in threading.enumerate() if t.name in ("sparkmq-delta-mirror", "sparkmq-mirror-watch")]
 
 
-def test_restart_resumes_where_the_table_stopped(store: MessageStore, tmp_path: Path) -> None:
-    first = DeltaMirror(store, _config(tmp_path))
+def test_restart_resumes_where_the_table_stopped(host: str, store: MessageStore, tmp_path: Path) -> None:
+    first = _open(host, store, _config(tmp_path))
     first.start()
     written = _put(store, 400)
     _wait_caught_up(first)
     first.stop()
     written += _put(store, 400, start=400)  # while no mirror runs
-    second = DeltaMirror(store, _config(tmp_path))
+    second = _open(host, store, _config(tmp_path))
     second.start()
     try:
         written += _put(store, 200, start=800)
@@ -98,13 +108,13 @@ def test_restart_resumes_where_the_table_stopped(store: MessageStore, tmp_path: 
     assert _got(second.table_uri) == _expect(written)
 
 
-def test_store_restart_redispatch_does_not_duplicate_rows(tmp_path: Path) -> None:
+def test_store_restart_redispatch_does_not_duplicate_rows(host: str, tmp_path: Path) -> None:
     config = StoreConfig(root_dir=tmp_path / "store", commitlog_segment_bytes=64 << 10)
     written: list[PutResult] = []
     for round_ in range(2):
         s = MessageStore(config)
         s.start()
-        mirror = DeltaMirror(s, _config(tmp_path))
+        mirror = _open(host, s, _config(tmp_path))
         mirror.start()
         written += _put(s, 300, start=round_ * 300)
         _wait_caught_up(mirror)
@@ -132,8 +142,8 @@ def test_a_full_inbox_drops_batches_but_no_rows(store: MessageStore, tmp_path: P
     assert _got(mirror.table_uri) == _expect(written)
 
 
-def test_bodies_off_mirrors_index_columns_only(store: MessageStore, tmp_path: Path) -> None:
-    mirror = DeltaMirror(store, _config(tmp_path, bodies=False))
+def test_bodies_off_mirrors_index_columns_only(host: str, store: MessageStore, tmp_path: Path) -> None:
+    mirror = _open(host, store, _config(tmp_path, bodies=False))
     mirror.start()
     try:
         written = _put(store, 100)
@@ -146,8 +156,8 @@ def test_bodies_off_mirrors_index_columns_only(store: MessageStore, tmp_path: Pa
     assert _got(mirror.table_uri) == _expect(written)
 
 
-def test_half_and_rolled_back_messages_are_not_mirrored(store: MessageStore, tmp_path: Path) -> None:
-    mirror = DeltaMirror(store, _config(tmp_path))
+def test_half_and_rolled_back_messages_are_not_mirrored(host: str, store: MessageStore, tmp_path: Path) -> None:
+    mirror = _open(host, store, _config(tmp_path))
     mirror.start()
     try:
         store.put_messages([
@@ -162,8 +172,8 @@ def test_half_and_rolled_back_messages_are_not_mirrored(store: MessageStore, tmp
     assert [r["body"] for r in _rows(mirror.table_uri)] == [b"committed", b"plain"]
 
 
-def test_compaction_on_its_cadence_keeps_query_results_identical(store: MessageStore, tmp_path: Path) -> None:
-    mirror = DeltaMirror(store, _config(tmp_path, compact_every_commits=4,
+def test_compaction_on_its_cadence_keeps_query_results_identical(host: str, store: MessageStore, tmp_path: Path) -> None:
+    mirror = _open(host, store, _config(tmp_path, compact_every_commits=4,
                                         checkpoint_every_commits=3, vacuum_retention_hours=0))
     mirror.start()
     written: list[PutResult] = []
@@ -186,9 +196,9 @@ def test_compaction_on_its_cadence_keeps_query_results_identical(store: MessageS
     assert {r["topic"]: (r["n"], r["s"]) for r in got} == expected
 
 
-def test_lag_shows_bytes_and_age_until_the_commit_and_stop_commits_the_rest(store: MessageStore,
+def test_lag_shows_bytes_and_age_until_the_commit_and_stop_commits_the_rest(host: str, store: MessageStore,
                                                                             tmp_path: Path) -> None:
-    mirror = DeltaMirror(store, _config(tmp_path, batch_interval_s=60, batch_rows=1_000_000))
+    mirror = _open(host, store, _config(tmp_path, batch_interval_s=60, batch_rows=1_000_000))
     mirror.start()
     try:
         written = _put(store, 10)
@@ -202,22 +212,22 @@ def test_lag_shows_bytes_and_age_until_the_commit_and_stop_commits_the_rest(stor
     assert _got(mirror.table_uri) == _expect(written)
 
 
-def test_a_clean_stop_leaves_the_table_complete(store: MessageStore, tmp_path: Path) -> None:
-    mirror = DeltaMirror(store, _config(tmp_path, batch_interval_s=60, batch_rows=1_000_000))
+def test_a_clean_stop_leaves_the_table_complete(host: str, store: MessageStore, tmp_path: Path) -> None:
+    mirror = _open(host, store, _config(tmp_path, batch_interval_s=60, batch_rows=1_000_000))
     mirror.start()
     written = _put(store, 500, per_call=10)
     mirror.stop()  # right away: some batches may not even have been dispatched yet
     assert _got(mirror.table_uri) == _expect(written)
 
 
-def test_segments_deleted_by_retention_before_mirroring_are_skipped(store: MessageStore, tmp_path: Path) -> None:
+def test_segments_deleted_by_retention_before_mirroring_are_skipped(host: str, store: MessageStore, tmp_path: Path) -> None:
     written = _put(store, 1500)  # several 64 KiB segments, no mirror yet
     deadline = time.monotonic() + 30
     while store.stats()["dispatch_behind_bytes"] and time.monotonic() < deadline:
         time.sleep(0.02)  # retention deletes dispatched segments (the ConsumeQueues need them first)
     assert store.run_retention(force=True) > 0
     first_kept = int(store.stats()["commitlog_min_offset"])  # type: ignore[call-overload]
-    mirror = DeltaMirror(store, _config(tmp_path))
+    mirror = _open(host, store, _config(tmp_path))
     mirror.start()
     try:
         written += _put(store, 100, start=1500)
