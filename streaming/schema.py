@@ -34,6 +34,7 @@ that, so batches are built with it and pass unconverted.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -75,7 +76,9 @@ def column_names(cols: Columns = Columns()) -> tuple[str, ...]:
     return names + (("broker",) if cols.broker else ())
 
 
+@functools.lru_cache(maxsize=None)
 def arrow_schema(cols: Columns = Columns()) -> pa.Schema:
+    """The source's Arrow schema (built once per column choice: every page of a read uses it)."""
     return pa.schema([pa.field(n, _ARROW[n]) for n in column_names(cols)])
 
 
@@ -114,9 +117,9 @@ def empty_batch(cols: Columns = Columns()) -> pa.RecordBatch:
 
 def _first_key(keys: pa.Array) -> pa.Array:
     """keys[i][0] as binary for each row, null where the list is null or empty."""
-    lengths = pc.fill_null(pc.list_value_length(keys), 0).to_numpy(zero_copy_only=False)
-    if not lengths.any():
+    if not len(keys.flatten()):  # no row has a key (a bulk produce's page): nothing to look at
         return pa.nulls(len(keys), pa.binary())
+    lengths = pc.fill_null(pc.list_value_length(keys), 0).to_numpy(zero_copy_only=False)
     starts = keys.offsets.to_numpy()[:-1]
     empty = lengths == 0
     idx = pa.array(np.where(empty, 0, starts), mask=empty, type=pa.int64())
@@ -129,7 +132,8 @@ def _as(arr: Any, typ: pa.DataType) -> pa.Array:
 
 def _column(page: pa.RecordBatch | pa.Table, name: str) -> pa.Array:
     if isinstance(page, pa.Table):
-        return page.column(name).combine_chunks()
+        col = page.column(name)
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # one chunk: no copy
     return page.column(name)
 
 
@@ -168,7 +172,9 @@ def page_to_batch(page: pa.RecordBatch | pa.Table, cols: Columns = Columns(),
     """Convert one broker Arrow page into a batch with :func:`arrow_schema`.
 
     ``queue`` (topic, queue id) fills those columns when the page leaves them out
-    (the source asks only for the ``fields`` it needs)."""
+    (the source asks only for the ``fields`` it needs). No column is copied: the
+    page's columns are used as they are (or cast when their type differs), and
+    constant columns are built from one value."""
     schema = arrow_schema(cols)
     n = page.num_rows
     if n == 0:
@@ -189,16 +195,15 @@ def page_to_batch(page: pa.RecordBatch | pa.Table, cols: Columns = Columns(),
         "offset": _as(_column(page, "offset"), pa.int64()),
         "timestamp": _as(_column(page, "born_timestamp"), _TS),
         "timestampType": pa.array(np.zeros(n, dtype=np.int32)),
-        "queue_id": qids,
-        "broker": pa.nulls(n, pa.string()) if not broker
-        else pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                            pa.array([broker])).cast(pa.string()),
     }
+    if cols.broker:
+        arrays["broker"] = (pa.nulls(n, pa.string()) if not broker
+                            else pa.repeat(pa.scalar(broker, pa.string()), n))
     if cols.headers:
         props = _column(page, "properties")
         arrays["headers"] = headers_array(props, _column(page, "tags"), keys)
     if cols.sparkmq:
-        arrays.update(msg_id=_as(_column(page, "msg_id"), pa.string()),
+        arrays.update(queue_id=qids, msg_id=_as(_column(page, "msg_id"), pa.string()),
                       tags=_as(_column(page, "tags"), pa.string()), keys=keys,
                       store_timestamp=_as(_column(page, "store_timestamp"), _TS))
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
