@@ -90,7 +90,8 @@ class ConsumeQueueStore:
         if not len(batch):
             return []
         visible = is_visible(batch.sys_flags)
-        names = list(dict.fromkeys(batch.topics))
+        topics = batch.topics
+        names = topics[:1] if topics.count(topics[0]) == len(topics) else list(dict.fromkeys(topics))
         code_of = {t: i for i, t in enumerate(names)}
         codes = np.fromiter(map(code_of.__getitem__, batch.topics), np.int64, len(batch)) if len(names) > 1 \
             else np.zeros(len(batch), np.int64)
