@@ -32,7 +32,10 @@ class MirrorConfig:
         default=True,
         metadata={"doc": "Mirror message bodies too (false keeps only the index columns; body stays null)."},
     )
-    batch_rows: int = field(default=50_000, metadata={"doc": "Rows per Delta commit at most."})
+    batch_rows: int = field(
+        default=50_000,
+        metadata={"doc": "Rows per Delta commit while the mirror keeps up (up to 4x this while it is behind)."},
+    )
     batch_interval_s: float = field(
         default=1.0,
         metadata={"doc": "Commit at least this often (seconds) while messages arrive."},

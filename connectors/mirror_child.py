@@ -104,16 +104,24 @@ def main(argv: list[str]) -> int:
     _mm, shared = map_slots(spec.slots_fd)
     try:
         writer = _Writer(spec, shared)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises MirrorError
-        os.write(spec.status_fd, f"{type(exc).__name__}: {exc}\n".encode())
+    except Exception as exc:  # noqa: BLE001 - reported to the parent (lag()["last_error"], its log)
+        _tell(spec.status_fd, f"{type(exc).__name__}: {exc}")
         return 1
-    os.write(spec.status_fd, b"ready\n")
-    os.close(spec.status_fd)
+    _tell(spec.status_fd, "ready")
     try:
         writer.run(spec.control_fd)
     finally:
         writer.close()
     return 0
+
+
+def _tell(fd: int, line: str) -> None:
+    """Write the one status line; a parent that stopped listening (stop() before "ready") is fine."""
+    try:
+        os.write(fd, line.encode("utf-8", "replace") + b"\n")
+    except OSError:
+        pass
+    os.close(fd)
 
 
 class _Writer:

@@ -61,6 +61,11 @@ class MirrorProcess:
         self._shared: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._control = -1
+        self._status = -1  # the child's status pipe until it said "ready" (or failed)
+        self._status_text = b""
+        self._spawned_at = 0.0
+        self._ready = False
+        self._last_error: str | None = None
         self._stop = threading.Event()
         self._watch: threading.Thread | None = None
         self._restarts = 0
@@ -69,7 +74,10 @@ class MirrorProcess:
     # -- lifecycle ---------------------------------------------------------
 
     def start(self) -> None:
-        """Spawn the child, wait until it opened the table, start watching it."""
+        """Spawn the child and start watching it; returns at once (the child opens the table on its own).
+
+        A child that cannot start is reported in ``lag()["last_error"]`` and the log, and started again
+        with back-off."""
         if self._watch is not None:
             return
         self._stop.clear()
@@ -77,7 +85,11 @@ class MirrorProcess:
         os.ftruncate(self._slots_fd, SLOTS * 8)
         self._mm, self._shared = map_slots(self._slots_fd)
         self._shared[READABLE] = self._reput_offset()
-        self._spawn()
+        try:
+            self._spawn()
+        except BaseException:
+            self._release_slots()
+            raise
         self._store.add_dispatcher(self)
         self._watch = threading.Thread(target=self._run_watch, name="sparkmq-mirror-watch", daemon=True)
         self._watch.start()
@@ -93,8 +105,14 @@ class MirrorProcess:
         with self._lock:
             self._shared[READABLE] = max(int(self._shared[READABLE]), self._settled_reput_offset())
             self._end_child(graceful=True)
+        self._release_slots()
+
+    def _release_slots(self) -> None:
         self._shared = self._shared.copy()  # lag() and stats() keep the last values
-        self._mm.close()
+        try:
+            self._mm.close()
+        except BufferError:  # a dispatch() still holds the old view: the mapping goes when it is collected
+            pass
         os.close(self._slots_fd)
 
     # -- Dispatcher --------------------------------------------------------
@@ -121,7 +139,8 @@ class MirrorProcess:
         proc = self._proc
         return {"mirrored_offset": committed, "commitlog_offset": commitlog, "lag_bytes": lag_bytes,
                 "lag_seconds": round(seconds, 3), "host": "process",
-                "pid": proc.pid if proc is not None and proc.poll() is None else None, "restarts": self._restarts}
+                "pid": proc.pid if proc is not None and proc.poll() is None else None, "restarts": self._restarts,
+                "last_error": self._last_error}
 
     def stats(self) -> dict[str, int]:
         """Counters for logs and benchmarks (rows and commits of the current child)."""
@@ -154,17 +173,38 @@ class MirrorProcess:
         finally:
             os.close(control_r)
             os.close(status_w)
-        answer = _read_status(status_r, _START_WAIT_S)
-        if answer != "ready":
-            os.close(control_w)
-            _finish(proc)
-            raise MirrorError(f"the mirror process could not open {self._config.table_uri}: "
-                              f"{answer or f'no answer in {_START_WAIT_S:g} s (exit code {proc.returncode})'}")
-        self._proc, self._control = proc, control_w
+        self._proc, self._control, self._status = proc, control_w, status_r
+        self._status_text, self._spawned_at, self._ready = b"", time.monotonic(), False
+
+    def _poll_status(self) -> None:
+        """Read the child's "ready" or start-up error, if it came; end a child that never answers."""
+        if self._status < 0 or self._proc is None:
+            return
+        while select.select([self._status], [], [], 0)[0]:
+            chunk = os.read(self._status, 4096)
+            self._status_text += chunk
+            if not chunk or b"\n" in self._status_text:
+                break
+        answer = self._status_text.decode("utf-8", "replace").strip()
+        if answer == "ready":
+            self._ready, self._last_error = True, None
+        elif answer or (b"\n" in self._status_text) or self._proc.poll() is not None:
+            self._last_error = (f"the mirror process could not open {self._config.table_uri}: "
+                                f"{answer or f'it exited with code {self._proc.returncode}'}")
+            _log.error("%s", self._last_error)
+        elif time.monotonic() - self._spawned_at > _START_WAIT_S:
+            self._last_error = f"the mirror process did not open {self._config.table_uri} in {_START_WAIT_S:g} s"
+            _log.error("%s; ending it", self._last_error)
+            _finish(self._proc)
+        else:
+            return
+        os.close(self._status)
+        self._status = -1
 
     def _end_child(self, *, graceful: bool) -> None:
         proc, control = self._proc, self._control
         self._proc, self._control = None, -1
+        status, self._status = self._status, -1
         if proc is None:
             return
         if graceful and proc.poll() is None:
@@ -174,38 +214,31 @@ class MirrorProcess:
             except (OSError, subprocess.TimeoutExpired):
                 _log.error("delta mirror process %d did not stop in %g s; ending it", proc.pid, _STOP_WAIT_S)
         os.close(control)
+        if status >= 0:
+            os.close(status)
         _finish(proc)
 
     def _run_watch(self) -> None:
         backoff = 1.0
-        while not self._stop.is_set():
-            proc = self._proc
-            try:
-                if proc is None:
-                    raise subprocess.TimeoutExpired("", _WATCH_S)
-                proc.wait(_WATCH_S)
-            except subprocess.TimeoutExpired:
-                self._stop.wait(_WATCH_S if proc is None else 0)
+        while not self._stop.wait(_WATCH_S):  # (Popen.wait(timeout) would poll every few ms)
             self._shared[READABLE] = max(int(self._shared[READABLE]), self._reput_offset())
             with self._lock:
+                self._poll_status()
                 if self._stop.is_set() or (self._proc is not None and self._proc.poll() is None):
                     continue
-                backoff = self._respawn(backoff)
+                backoff = self._respawn(1.0 if self._ready else backoff)
 
     def _respawn(self, backoff: float) -> float:
+        """Start a new child after ``backoff`` seconds; returns the next back-off."""
         if self._proc is not None:
             _log.error("delta mirror process %d exited with code %s; starting a new one in %.0f s",
                        self._proc.pid, self._proc.returncode, backoff)
             self._end_child(graceful=False)
         if self._stop.wait(backoff):
             return backoff
-        try:
-            self._spawn()
-            self._restarts += 1
-            return 1.0
-        except MirrorError:
-            _log.exception("delta mirror process could not start again")
-            return min(_BACKOFF_MAX_S, backoff * 2)
+        self._spawn()
+        self._restarts += 1
+        return min(_BACKOFF_MAX_S, backoff * 2)
 
     # -- store -------------------------------------------------------------
 
@@ -234,22 +267,6 @@ class MirrorProcess:
 
 
 _ROOT = str(Path(__file__).resolve().parents[1])
-
-
-def _read_status(fd: int, timeout_s: float) -> str:
-    """The child's first status line ("ready" or its start-up error); "" when none came in time."""
-    data, deadline = b"", time.monotonic() + timeout_s
-    try:
-        while b"\n" not in data and (left := deadline - time.monotonic()) > 0:
-            if not select.select([fd], [], [], left)[0]:
-                break
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(fd)
-    return data.decode("utf-8", "replace").strip()
 
 
 def _finish(proc: subprocess.Popen[bytes]) -> None:

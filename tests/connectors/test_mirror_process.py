@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-
-from connectors import MirrorConfig, MirrorError, MirrorProcess, run_sql
+from connectors import MirrorConfig, MirrorProcess, run_sql
 from store import Message, MessageStore, StoreConfig
 
 _FAST = {"SPARKMQ_MIRROR__BATCH_INTERVAL_S": "0.1", "SPARKMQ_MIRROR__BATCH_ROWS": "300",
@@ -126,13 +124,19 @@ def test_stop_commits_everything_twice_safe_and_leaves_no_process(tmp_path: Path
         store.shutdown()
 
 
-def test_a_table_the_child_cannot_open_is_a_mirror_error_naming_it(tmp_path: Path) -> None:
+def test_a_table_the_child_cannot_open_is_reported_and_stop_still_ends_cleanly(tmp_path: Path) -> None:
     store = MessageStore(StoreConfig(root_dir=tmp_path / "store"))
     store.start()
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
+    mirror = MirrorProcess(store, MirrorConfig(table_uri=str(blocker / "t"), app_id="a"))
     try:
-        with pytest.raises(MirrorError, match="not-a-dir"):
-            MirrorProcess(store, MirrorConfig(table_uri=str(blocker / "t"), app_id="a")).start()
+        mirror.start()  # returns at once: the child opens the table on its own
+        _until(lambda: "not-a-dir" in (mirror.lag()["last_error"] or ""), 60,
+               f"the failure to open the table was not reported: {mirror.lag()}")
+        assert "could not open" in mirror.lag()["last_error"]
     finally:
+        mirror.stop()
+        mirror.stop()
         store.shutdown()
+    assert mirror.lag()["pid"] is None
