@@ -48,6 +48,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .crc import crc32
 from .dispatch import decode_properties
 from .errors import CorruptRecordError, InvalidMessageError, MessageTooLargeError
 from .message import Message, StoredMessage
@@ -298,7 +299,7 @@ def _finish(messages: Sequence[Message], bodies: list[bytes], tails: list[bytes]
     first = rows[0][0]
     uniform = topics.count(topics[0]) == len(topics) and all(r[0] == first and not r[2] & 0xC for r in rows) \
         if len(rows) > 1 else not rows[0][2] & 0xC
-    return PreparedBatch(topics, bodies, tails, sizes, list(map(zlib.crc32, bodies)), rows, born_hosts, uniform)
+    return PreparedBatch(topics, bodies, tails, sizes, list(map(crc32, bodies)), rows, born_hosts, uniform)
 
 
 def encode_batch(
@@ -384,7 +385,7 @@ def _decode(buf: bytes | memoryview, pos: int, expect_phy: int | None, check_crc
     p0 = t0 + tlen + 2
     if HEADER_SIZE + blen + 3 + tlen + plen != total:
         raise CorruptRecordError(f"record at {phy}: lengths do not add up to {total}")
-    if check_crc and zlib.crc32(body) != crc:
+    if check_crc and crc32(body) != crc:
         raise CorruptRecordError(f"record at {phy}: body CRC mismatch")
     keys, tags, user = split_properties(bytes(buf[p0 : p0 + plen]))
     return StoredMessage(

@@ -6,7 +6,7 @@ same CommitLog records as :mod:`.codec` (layout drawn there), column by column:
 
 * the 88-byte headers are one numpy structured array (``HEADER_DTYPE``),
   filled field by field for the whole batch;
-* body CRC32s come from one ``map(zlib.crc32, bodies)`` pass;
+* body CRC32s come from one ``map(crc32, bodies)`` pass (:mod:`.crc`);
 * the part after the body (topic, properties) is one constant byte string
   when there are no keys, otherwise built from the keys in one pass;
 * when every record has the same size (same body and key lengths) the
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from .codec import HEADER_DTYPE, HEADER_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, MESSAGE_MAGIC, make_msg_ids
+from .crc import crc32
 from .errors import FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 from .packed import PackedBodies
 
@@ -231,7 +231,7 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
     if top > max_size:
         i = int(np.argmax(sizes > max_size))
         raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
-    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(zlib.crc32, bodies), np.uint32, n)
+    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(crc32, bodies), np.uint32, n)
     fixed = low == top and (isinstance(key_lens, int) or int(blens.min()) == int(blens.max()))
     return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed)
 

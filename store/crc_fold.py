@@ -29,9 +29,10 @@ once by numpy (for keys of a few bytes, cheaper than one zlib call each).
 from __future__ import annotations
 
 import functools
-import zlib
 
 import numpy as np
+
+from .crc import crc32
 
 __all__ = ["crc32_at", "crc32_rows", "run_ok", "shift"]
 
@@ -106,7 +107,7 @@ def run_ok(u8: np.ndarray, first: int, stride: int, count: int, length: int, crc
     """Whether the ``count`` bodies of ``length`` bytes at ``first``, ``first + stride``, ... all
     match their stored ``crcs`` (see the module docstring for the one caveat)."""
     bodies = np.lib.stride_tricks.as_strided(u8[first:], shape=(count, length), strides=(stride, 1))
-    return zlib.crc32(np.ascontiguousarray(bodies).data) == _fold(crcs.astype(np.uint32), length)
+    return crc32(np.ascontiguousarray(bodies).data) == _fold(crcs.astype(np.uint32), length)
 
 
 @functools.lru_cache(maxsize=64)

@@ -9,9 +9,10 @@ CRCs are one C-level pass over memoryviews.
 
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
+
+from .crc import crc32
 
 __all__ = ["PackedBodies"]
 
@@ -67,4 +68,4 @@ class PackedBodies:
 
     def crcs(self) -> np.ndarray:
         """zlib.crc32 of every body (uint32), one C-level pass."""
-        return np.fromiter(map(zlib.crc32, self.views()), np.uint32, len(self))
+        return np.fromiter(map(crc32, self.views()), np.uint32, len(self))

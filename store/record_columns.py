@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from . import codec
+from .crc import crc32
 from .crc_fold import crc32_at
 from .props_scan import all_same, parse_spans, unique_spans
 
@@ -156,7 +157,7 @@ class RecordColumns:
         if crcs is None:
             with memoryview(self.buf) as mv:
                 keys = map(mv.__getitem__, map(slice, starts.tolist(), ends.tolist()))
-                crcs = np.fromiter(map(zlib.crc32, keys, prefixes), np.int64, len(rows))
+                crcs = np.fromiter(map(crc32, keys, prefixes), np.int64, len(rows))
         if not self.slow:
             return crcs, rows
         extra = [(r, zlib.crc32(k.encode(), prefix_of[topics[r]])) for r, (_, ks, _) in self.slow.items() for k in ks]

@@ -22,12 +22,12 @@ Work is split so that Python pays per record only what cannot be avoided:
 from __future__ import annotations
 
 import enum
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import codec
+from .crc import crc32
 from .crc_fold import run_ok
 from .dispatch import DispatchBatch
 from .record_columns import RecordColumns
@@ -216,7 +216,7 @@ def _crc_ok(buf: bytes, h: _Headers) -> np.ndarray:
         b0 = h.st[rows] + _HS
         with memoryview(buf) as mv:  # C-level maps: no Python frame per record
             bodies = map(mv.__getitem__, map(slice, b0.tolist(), (b0 + h.blen[rows]).tolist()))
-            crcs = np.fromiter(map(zlib.crc32, bodies), np.uint32, len(rows))
+            crcs = np.fromiter(map(crc32, bodies), np.uint32, len(rows))
         ok[rows] = crcs == h.hdr["crc"][rows]
     return ok
 

@@ -23,11 +23,11 @@ can be read, but the result is only exact for a stopped broker.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .crc import crc32
 from . import codec
 
 __all__ = ["Damage", "VerifyReport", "verify_commitlog"]
@@ -89,7 +89,7 @@ def _check(buf: bytes, pos: int, base: int) -> tuple[int, str, tuple[str, int, i
     if p_at + 2 + plen != pos + total:
         return 0, "topic and properties lengths do not add up to TOTAL_SIZE", None
     where = (buf[t_at + 1:p_at].decode("utf-8", "replace"), qid, qoff)
-    if zlib.crc32(buf[pos + _HS:pos + _HS + blen]) != crc:
+    if crc32(buf[pos + _HS:pos + _HS + blen]) != crc:
         return total, "body CRC does not match", where
     return total, "", where
 

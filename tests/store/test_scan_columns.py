@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from store import Message, codec
 from store.index_service import key_hash
+from store.crc import crc32
 from store.crc_fold import crc32_at, crc32_rows, run_ok
 from store.scanner import ScanStop, scan_chunk
 
@@ -151,3 +152,11 @@ def test_equal_records_with_one_of_another_structure_scan_like_the_decoder(odd: 
     assert len(_encode(msgs[:1])) == len(_encode([odd]))  # the same size: the run is not broken
     msgs[57] = odd
     _check(msgs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 2**32 - 1))
+def test_the_store_crc_is_zlibs(data: bytes, start: int) -> None:
+    """store.crc.crc32 (ISA-L when installed) gives zlib.crc32's values: records written by either read back."""
+    assert crc32(data, start) == zlib.crc32(data, start) and crc32(data) == zlib.crc32(data)
+    assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
