@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 
 __all__ = ["ConsumeQueue", "UNIT_DTYPE", "UNIT_SIZE"]
@@ -145,15 +146,25 @@ class ConsumeQueue:
         """Find the written end and drop units pointing past the CommitLog's end."""
         self.files.load()
         for seg in reversed(self.files.files):
-            units = np.frombuffer(seg.read(0, seg.size), UNIT_DTYPE)
-            valid = (units["size"] > 0) & (units["phy"] + units["size"] <= commitlog_max)
-            bad = np.flatnonzero(~valid)
-            if not len(bad):
+            bad = self._first_bad_unit(seg, commitlog_max)
+            if bad is None:
                 break
-            self.files.truncate_dirty(seg.start_offset + int(bad[0]) * UNIT_SIZE)
-            if bad[0] > 0:
+            self.files.truncate_dirty(seg.start_offset + bad * UNIT_SIZE)
+            if bad > 0:
                 break
         self._min_logical = self.files.min_offset() // UNIT_SIZE
+
+    @staticmethod
+    def _first_bad_unit(seg: MappedFile, commitlog_max: int) -> int | None:
+        """Index of the segment's first unit that is empty or points past ``commitlog_max`` (None: all good).
+        Read a piece at a time: the zeroes after the written end are not read past the first."""
+        step = -(-(1 << 20) // UNIT_SIZE) * UNIT_SIZE  # whole units, at least 1 MiB (read with pread)
+        for at in range(0, seg.size - seg.size % UNIT_SIZE, step):
+            units = np.frombuffer(seg.read(at, min(step, seg.size - at) // UNIT_SIZE * UNIT_SIZE), UNIT_DTYPE)
+            bad = np.flatnonzero((units["size"] <= 0) | (units["phy"] + units["size"] > commitlog_max))
+            if len(bad):
+                return at // UNIT_SIZE + int(bad[0])
+        return None
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Move the min offset past units whose messages retention deleted."""
