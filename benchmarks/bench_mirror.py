@@ -2,7 +2,7 @@
 mirrored rows/s, and a GROUP BY over many mirrored rows in the embedded engine.
 
     python benchmarks/bench_mirror.py --duration 60 --rate 100000 --groupby-rows 10000000 [--json-out PATH]
-    python -m benchmarks.bench_mirror --duration 60 --rate 80000 --hosts process,thread \
+    python -m benchmarks.bench_mirror --duration 60 --rate 80000 --hosts thread,process \
         --catchup-messages 0 --groupby-rows 0          # issue 15: both hosts next to mirror off, one run
 
 Each mode starts a real broker subprocess (127.0.0.1, fresh data dir) and
@@ -47,7 +47,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_broker(data_dir: Path, mirror: bool, queues: int, host: str = "process") -> tuple[subprocess.Popen[bytes], str]:
+def start_broker(data_dir: Path, mirror: bool, queues: int, host: str = "thread") -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
     env.update({"SPARKMQ_MIRROR__ENABLED": str(mirror).lower(), "SPARKMQ_MIRROR__HOST": host,
@@ -142,7 +142,7 @@ def wait_caught_up(url: str, timeout_s: float) -> float:
     raise RuntimeError(f"the mirror did not catch up within {timeout_s:g} s after producing stopped")
 
 
-def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path, host: str = "process") -> dict[str, Any]:
+def run_mode(args: argparse.Namespace, mirror: bool, payload: bytes, work: Path, host: str = "thread") -> dict[str, Any]:
     data = work / f"data-{host if mirror else 'off'}"
     data.mkdir()
     proc, url = start_broker(data, mirror, args.queues, host)
@@ -186,7 +186,7 @@ def catch_up(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                 for i in range(lo, min(lo + 2000, args.catchup_messages))])
         while store.stats()["dispatch_behind_bytes"]:
             time.sleep(0.05)
-        host = args.hosts.split(",")[0].strip() or "process"
+        host = args.hosts.split(",")[0].strip() or "thread"
         t0 = time.monotonic()
         mirror = open_mirror(store, MirrorConfig(table_uri=str(work / "catchup" / "delta"), app_id="bench",
                                                  host=host))  # type: ignore[arg-type]
@@ -246,8 +246,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=2000, help="messages per produce request")
     p.add_argument("--body-bytes", type=int, default=100)
     p.add_argument("--producers", type=int, default=2)
-    p.add_argument("--hosts", default="process",
-                   help="comma-separated [mirror] host values to run with the mirror on (process, thread)")
+    p.add_argument("--hosts", default="thread",
+                   help="comma-separated [mirror] host values to run with the mirror on (thread, process)")
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--groupby-rows", type=int, default=10_000_000)
     p.add_argument("--catchup-messages", type=int, default=1_000_000,

@@ -22,10 +22,11 @@ class MirrorConfig:
         default=True,
         metadata={"doc": "Mirror messages into a Delta table (and serve POST /v1/sql over it)."},
     )
-    host: Literal["process", "thread"] = field(
-        default="process",
-        metadata={"doc": 'Where the Delta writer runs: "process" (a child process reading the CommitLog read-only, '
-                         'off the broker\'s GIL) or "thread" (a thread in the broker).'},
+    host: Literal["thread", "process"] = field(
+        default="thread",
+        metadata={"doc": 'Where the Delta writer runs: "thread" (in the broker, on the batches the reput thread '
+                         'already parsed) or "process" (a child process reading the CommitLog read-only, off the '
+                         "broker's GIL and memory)."},
     )
     table_uri: str = field(default="", metadata={"doc": 'Delta table URI; "" = `<data_dir>/delta/messages`.'})
     bodies: bool = field(

@@ -4,16 +4,18 @@ Same face as :class:`.mirror.DeltaMirror` (``start``/``stop``/``lag``/``stats``,
 ``table_uri``, ``config``), so the broker and ``/metrics`` do not care which
 host runs.  The broker keeps only cheap work: as a store dispatcher it writes
 the end offset of every dispatched batch into a shared slot (READABLE); the
-child (:mod:`.mirror_child`, spawned, not forked) reads the CommitLog files
-itself, builds the rows and commits, off the broker's GIL.
+child (:mod:`.mirror_child`) reads the CommitLog files itself, builds the rows
+and commits, off the broker's GIL.
 
 The child is ``python -m connectors.mirror_entry`` (a fresh interpreter: not
 ``multiprocessing``, which would import the broker's ``__main__`` again); the
 slots are a shared ``memfd`` and two pipes carry "stop", "ready" and a start-up
 error (see :mod:`.mirror_child`).
 
-A watch thread restarts a child that died (back-off 1 s doubling to 30 s); the
-new child resumes from the table's app-transaction version.  ``stop()`` lets
+``start()`` does not wait for the child to open the table; a child that cannot
+(or that dies) is reported in ``lag()["last_error"]`` and the log, and a watch
+thread starts a new one (back-off 1 s, doubling to 30 s while children fail to
+start); the new child resumes from the table's app-transaction version.  ``stop()`` lets
 the reput thread settle, tells the child to commit up to it and waits; a
 child that does not exit is terminated, then killed.  If the broker dies, the
 child sees its pipe close and exits.
