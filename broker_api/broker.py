@@ -163,7 +163,7 @@ class Broker:
             return None
         from connectors import MirrorConfig, open_mirror  # imports deltalake: only when enabled
 
-        # [mirror] host: a child process reading the CommitLog read-only (default) or a thread here
+        # [mirror] host: a thread here (default) or a child process reading the CommitLog read-only
         return open_mirror(self.store, MirrorConfig(**self.settings.mirror_values()))
 
     def _schedule(self) -> None:
