@@ -332,15 +332,14 @@ def pull_page(
 
 
 def page_is_recent(commitlog: CommitLog, cq: ConsumeQueue | None, offset: int, window: int) -> bool:
-    """Whether a page from queue ``offset`` starts within the newest ``window`` bytes of the CommitLog
-    (written lately, so most likely still in the page cache), or reads no record at all."""
+    """Whether a page from ``offset`` reads nothing or starts in the newest ``window`` bytes of the log."""
+    if cq is None or offset < 0:
+        return True
     try:
-        units = cq.read_units(offset, 1) if cq is not None and offset >= 0 else None
+        units = cq.read_units(offset, 1)
     except ValueError:  # a segment closed meanwhile (deleted, or the store stopping)
         return False
-    if units is None or not len(units):
-        return True
-    return int(units["phy"][0]) >= commitlog.max_offset() - window
+    return not len(units) or int(units["phy"][0]) >= commitlog.max_offset() - window
 
 
 def _columns_of(commitlog: CommitLog, cq: ConsumeQueue, units: np.ndarray, offset: int,

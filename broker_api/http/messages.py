@@ -69,10 +69,10 @@ _WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
 # A pull that finds nothing at these may be ahead of the reput thread, not of the producers.
 _TAIL_STATUSES = (*_WAIT_STATUSES, GetStatus.OFFSET_OVERFLOW)
 _INLINE_PULL_MAX = 256
-# A flat Arrow page (store.pull_page: at most 16 MiB of the log) starting in the newest bytes of the
-# CommitLog is built on the event loop: those bytes were written lately and are in the page cache, so
-# it never waits for the disk, and a thread hop costs ~10% of the broker's CPU per page. Older pages,
-# which may be read from disk, are built in the thread pool.
+# An untagged Arrow page (store.pull_page: flat, at most 16 MiB of log) starting in the newest bytes of
+# the CommitLog is built on the event loop: they are in the page cache, and the thread hop would cost
+# ~10-15% of the broker's CPU per 10k page. Older pages (maybe on disk) and tag-filtered ones (a scan
+# of up to MAX_UNITS_EXAMINED records) are built in the thread pool.
 _WARM_LOG_BYTES = 256 << 20
 _FILTER_SCAN = 1024  # a filtered pull looks at up to this many units for its matches
 _SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
@@ -295,7 +295,8 @@ async def _get(broker: Broker, topic: str, qid: int, offset: int, n: int, tags: 
     inline = n <= _INLINE_PULL_MAX or small
     if arrow and flat:
         fetch = store.get_message_columns
-        inline = inline or page_is_recent(store.commitlog, store.queues.get(topic, qid), offset, _WARM_LOG_BYTES)
+        cq = store.queues.get(topic, qid)
+        inline = inline or (not tags and page_is_recent(store.commitlog, cq, offset, _WARM_LOG_BYTES))
     if inline:
         # settle=False: never block the event loop; the pull handler settles in a thread instead.
         result: Page = fetch(topic, qid, offset, n, tags, max_bytes, settle=False)
