@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.rows import MESSAGE_SCHEMA, batch_to_table, decode_properties_column
-from store import SysFlag, decode_properties
+from store import Message, MessageStore, PutResult, StoreConfig, SysFlag, decode_properties
 
 from .batches import encode_properties, make_batch
 
@@ -48,3 +49,36 @@ def test_column_decoding_matches_the_store_codec(rows: list[dict[str, str]]) -> 
     raw = [encode_properties(p) for p in rows]
     decoded = decode_properties_column(raw).to_pylist()
     assert [dict(r) for r in decoded] == [decode_properties(r) for r in raw]
+
+
+def _stored_rows(tmp_path: Path, messages: list[Message]) -> tuple[list[dict], list[PutResult]]:
+    store = MessageStore(StoreConfig(root_dir=tmp_path / "store"))
+    store.start()
+    try:
+        results = store.put_messages(messages)
+        store.wait_visible(10)
+        tables = [batch_to_table(b, from_offset=0, bodies=True) for b in store.read_dispatch_batches(0)]
+    finally:
+        store.shutdown()
+    return [r for t in tables for r in t.to_pylist()], results
+
+
+def test_rows_built_from_the_commitlog_bytes_match_what_was_produced(tmp_path: Path) -> None:
+    """Bodies, keys, tags, properties and ids come straight from the records' bytes, row for row."""
+    messages = [Message(topic=f"t{i % 3}", body=b"b%d" % i * (i % 4), queue_id=i % 2,
+                        keys=(f"k{i}",) if i % 3 else (), tags=f"tag{i % 2}" if i % 5 else None,
+                        properties={"n": str(i), "e": ""} if i % 4 else {}) for i in range(300)]
+    rows, results = _stored_rows(tmp_path, messages)
+    assert [(r["msg_id"], r["topic"], r["queue_offset"]) for r in rows] == \
+        [(p.msg_id, p.topic, p.queue_offset) for p in results]
+    for m, r in zip(messages, rows):
+        assert r["body"] == m.body and r["keys"] == list(m.keys) and r["tags"] == m.tags
+        assert dict(r["properties"]) == dict(m.properties)
+
+
+def test_records_with_several_keys_still_become_rows(tmp_path: Path) -> None:
+    messages = [Message(topic="t", body=b"x", keys=("a", "b")), Message(topic="t", body=b"y", keys=("c",)),
+                Message(topic="t", body=b"z", tags="T", properties={"p": "q"})]
+    rows, _ = _stored_rows(tmp_path, messages)
+    assert [(r["keys"], r["tags"], r["properties"], r["body"]) for r in rows] == [
+        (["a", "b"], None, [], b"x"), (["c"], None, [], b"y"), ([], "T", [("p", "q")], b"z")]
