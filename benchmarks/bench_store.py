@@ -130,18 +130,20 @@ def per_record_loop(n: int) -> Rate:
     return clock.rate(n)
 
 
-def bench_dispatch(root: Path, n: int) -> Rate:
-    """Rebuild ConsumeQueues and the index of the log at ``root``: msg/s of the recovery's own timing
-    (wall), and per CPU second of the start-up (which is mostly that re-dispatch)."""
+def bench_dispatch(root: Path, n: int) -> tuple[Rate, float]:
+    """Rebuild ConsumeQueues and the index of the log at ``root`` at start-up.  Returns msg/s of the
+    re-dispatch itself (wall: the reput rounds, as the live reput thread runs them) and per CPU second
+    of the whole start-up; and msg/s of the whole recovery (which also loads files and fdatasyncs the
+    rebuilt ConsumeQueues and index: disk waits that the live reput leaves to the flush services)."""
     shutil.rmtree(root / "consumequeue")
     shutil.rmtree(root / "index")
     store = MessageStore(_config(root, "async"))
     cpu = time.process_time()
     store.start()  # re-dispatches the whole log before returning
     cpu = time.process_time() - cpu
-    seconds = float(store.recovery["seconds"])  # type: ignore[arg-type]
+    rounds, whole = (float(store.recovery[k]) for k in ("redispatch_seconds", "seconds"))  # type: ignore[arg-type]
     store.shutdown()
-    return Rate(n / seconds, n / cpu)
+    return Rate(n / rounds, n / cpu), n / whole
 
 
 def per_record_header_loop(root: Path) -> Rate:
@@ -265,12 +267,14 @@ def run(rec: Recorder, root: Path, n: int, sync_seconds: float) -> None:
               f" loop = {col.wall / loop.wall:.2f}x; per CPU second {col.cpu:,.0f} vs {loop.cpu:,.0f} ="
               f" {col.cpu / loop.cpu:.2f}x")
     rec.phase("dispatch: rebuild ConsumeQueues + index, and the per-record header loop")
-    disp, hloop = bench_dispatch(log, n), per_record_header_loop(log)
-    rec.add(Measure("store.dispatch", "dispatch (ConsumeQueue + index), rebuild from the CommitLog", disp.wall, "msg/s",
-                    peer="per-record loop: unpack each header", peer_value=hloop.wall,
-                    targets=(Target(">=", 1_000_000),), details=_cpu_details(disp, hloop)))
+    (disp, whole), hloop = bench_dispatch(log, n), per_record_header_loop(log)
+    rec.add(Measure("store.dispatch", "dispatch (ConsumeQueue + index), rebuild from the CommitLog: the reput rounds",
+                    disp.wall, "msg/s", peer="per-record loop: unpack each header", peer_value=hloop.wall,
+                    targets=(Target(">=", 1_000_000),),
+                    details={**_cpu_details(disp, hloop), "whole_recovery_msg_per_s": whole}))
     print(f"dispatch {disp.wall:>12,.0f} msg/s  (ConsumeQueue + index rebuild) vs {hloop.wall:,.0f} msg/s per-record"
-          f" header loop = {disp.wall / hloop.wall:.2f}x; per CPU second {disp.cpu:,.0f}")
+          f" header loop = {disp.wall / hloop.wall:.2f}x; per CPU second {disp.cpu:,.0f}; whole start-up incl."
+          f" loading and fdatasync {whole:,.0f} msg/s")
     rec.phase("read back with get_messages")
     rate = rec.add(Measure("store.read", f"read back, get_messages, pages of {BATCH}",
                            bench_read(log, n, False), "msg/s", targets=(Target(">=", 1_500_000),))).value

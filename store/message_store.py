@@ -116,13 +116,13 @@ class MessageStore:
         self.index.delete_files_after(self.commitlog.max_offset())
         self.reput.reput_offset = redispatch_start(self.commitlog, self.queues, self.index, cp, self.checkpoint.loaded)
         redispatched = self.commitlog.max_offset() - self.reput.reput_offset
-        self.reput.catch_up()
+        dispatch_s = self.reput.catch_up()
         self.commitlog.topic_queue_table = self.queues.max_offsets()
         self.commitlog.flush()
         self._flush_logics()
         self.recovery = {"abnormal": self.abnormal_start, "scanned_from": report.scanned_from,
                          "valid_end": report.valid_end, "stopped_at": report.reason,
-                         "segments_dropped": report.segments_dropped,
+                         "segments_dropped": report.segments_dropped, "redispatch_seconds": round(dispatch_s, 4),
                          "redispatched_bytes": redispatched, "seconds": round(time.perf_counter() - t0, 3)}
         if self.abnormal_start:  # an operator must see this at the default log level
             _log.warning(

@@ -94,10 +94,12 @@ class ReputService:
                     if self.reput_offset >= self.commitlog.max_offset() and not self._stop.is_set():
                         self._cond.wait(1.0)
 
-    def catch_up(self) -> None:
-        """Dispatch synchronously until the reput offset reaches the CommitLog's end."""
+    def catch_up(self) -> float:
+        """Dispatch synchronously until the reput offset reaches the CommitLog's end; returns the seconds taken."""
+        t0 = time.perf_counter()
         while self.dispatch_round():
             pass
+        return time.perf_counter() - t0
 
     def dispatch_round(self) -> bool:
         """Dispatch one chunk; returns whether the reput offset moved."""
