@@ -56,8 +56,8 @@ def recover_commitlog(commitlog: CommitLog, cp: Checkpoint, have_checkpoint: boo
         pos = offset - seg.start_offset
         with memoryview(buf) as mv:
             got = seg.read_into(pos, mv[:want])
-            res = scan_chunk(mv[:got], offset, check_crc=True, store_host=commitlog.store_host,  # type: ignore[arg-type]
-                             collect=False)  # (any buffer: the scan only reads it)
+            view: bytes = mv[:got]  # type: ignore[assignment]  # (any buffer: the scan only reads it)
+            res = scan_chunk(view, offset, check_crc=True, store_host=commitlog.store_host, collect=False)
         offset += res.consumed
         if res.stop is ScanStop.BLANK:
             offset = seg.end_offset
