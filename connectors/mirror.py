@@ -7,7 +7,7 @@ Data path::
     mirror thread  <---take()------+      <-- store.read_dispatch_batches()
          |   fills holes (dropped batches, start-up, outages) from the CommitLog
          v
-    buffer of Arrow rows --every batch_rows rows / batch_interval_s--> MirrorTable.append
+    buffer of Arrow rows --every batch_rows rows (up to 4x while behind) / batch_interval_s--> MirrorTable.append
                                    (app transaction version = CommitLog end offset)
 
 ``_next`` is the CommitLog offset the mirror has consumed up to (a record
@@ -41,6 +41,8 @@ _RETRY_S = 1.0
 # On stop, read at most this much CommitLog back so a clean shutdown leaves the table complete.
 _STOP_CATCH_UP_BYTES = 64 << 20
 _STOP_WAIT_S = 5.0
+# While behind, a commit may hold up to this many times batch_rows (fewer, larger commits).
+_MAX_SCALE = 4
 
 
 class DeltaMirror:
@@ -65,6 +67,8 @@ class DeltaMirror:
         self._committed = 0
         self._commits = 0
         self._rows_written = 0
+        self._scale = 1
+        self._catching_up = False
         self._upkeep = UpkeepService(config)  # compaction, vacuum, checkpoints next to the commits
 
     # -- lifecycle ---------------------------------------------------------
@@ -144,7 +148,7 @@ class DeltaMirror:
     def _run(self) -> None:
         self._guarded(lambda: self._catch_up(None))
         while not self._stop.is_set():
-            if self._buffer_rows >= self._config.batch_rows:
+            if self._buffer_rows >= self._target_rows():
                 # A commit is due (or failing): take nothing more until it lands.
                 self._guarded(lambda: self._maybe_flush(force=True))
                 continue
@@ -204,20 +208,29 @@ class DeltaMirror:
 
     def _catch_up(self, until: int | None) -> None:
         """Read the CommitLog from ``_next`` up to ``until`` (None: its end) into the table."""
-        start, rows = self._next, 0
-        for batch in self._read_from(start):
-            if self._stop.is_set():
-                return
-            rows += self._add(batch, until if until is not None and batch.end_offset > until else None)
-            self._maybe_flush(force=False)
-            if until is not None and self._next >= until:
-                break
-        if until is not None and self._next < until:
+        start = self._next
+        self._catching_up = True
+        try:
+            rows = self._read_back(until)
+        finally:
+            self._catching_up = False
+        if until is not None and self._next < until and not self._stop.is_set():
             # Only BLANK fillers or segments already deleted by retention lie there.
             _log.debug("CommitLog %d..%d holds no records; the mirror moves past it", self._next, until)
             self._advance_to(until)
         if rows:
             _log.info("delta mirror read %d rows back from CommitLog %d..%d", rows, start, self._next)
+
+    def _read_back(self, until: int | None) -> int:
+        rows = 0
+        for batch in self._read_from(self._next):
+            if self._stop.is_set():
+                break
+            rows += self._add(batch, until if until is not None and batch.end_offset > until else None)
+            self._maybe_flush(force=False)
+            if until is not None and self._next >= until:
+                break
+        return rows
 
     def _read_from(self, offset: int) -> Iterable[DispatchBatch]:
         return self._store.read_dispatch_batches(offset, _READ_BYTES)
@@ -251,7 +264,8 @@ class DeltaMirror:
         if self._next <= self._committed:
             return
         due = time.monotonic() - self._buffer_since >= self._config.batch_interval_s
-        if not (force or due or self._buffer_rows >= self._config.batch_rows):
+        full = self._buffer_rows >= self._target_rows()
+        if not (force or due or full):
             return
         with self._lock:
             rows = pa.concat_tables(self._buffer) if self._buffer else None
@@ -267,5 +281,12 @@ class DeltaMirror:
             self._buffer_ts = None
             self._buffer_since = 0.0
         self._committed = end
+        if full and (self._catching_up or self._inbox.head_timestamp_ms() is not None):
+            self._scale = min(_MAX_SCALE, self._scale * 2)  # still behind after a full commit: commit more at once
+        elif due and not full:
+            self._scale = max(1, self._scale // 2)
         if committed:
             self._upkeep.after_commit(self._commits)
+
+    def _target_rows(self) -> int:
+        return self._config.batch_rows * self._scale
