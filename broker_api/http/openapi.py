@@ -68,6 +68,10 @@ PRODUCE_DOC: dict[str, Any] = {
          "description": "delay level of a raw message"},
         {"name": "check_url", "in": "query", "schema": {"type": "string", "pattern": "^https?://"},
          "description": "transaction check-back URL (transactional produce)"},
+        {"name": "answer", "in": "query", "schema": {"title": "AnswerForm", "type": "string", "enum": ["full", "summary"],
+                                                     "default": "full"},
+         "description": "full: one result per message; summary: count and first/last offset per queue "
+                        "(no msg ids; a transactional produce always answers in full)"},
     ],
     "requestBody": {
         "required": True,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, Field, StrictBool
 from store import GetStatus
 
 __all__ = ["ANSWER_MODELS", "TableSettings", "TableStatus", "Topic", "TopicDetail", "TopicAltered", "TablesAnswer",
-           "ReplayAnswer", "QueueOffsets", "ProduceResult", "ProduceAnswer",
+           "ReplayAnswer", "QueueOffsets", "ProduceResult", "ProduceQueueRange", "ProduceAnswer",
            "PulledMessage", "PullPage", "OffsetCommitted", "GroupOffsets", "Deleted", "OffsetAnswer",
            "MessagesAnswer", "Status", "JsonInt", "JsonBool"]
 
@@ -114,12 +114,26 @@ class ProduceResult(BaseModel):
     scheduled: bool | None = Field(default=None, description="true for a delayed message")
 
 
+class ProduceQueueRange(BaseModel):
+    """Where a request's messages of one queue landed (answer=summary): consecutive offsets, request order."""
+
+    queue_id: int = Field(ge=0)
+    first_offset: int = Field(ge=0)
+    last_offset: int = Field(ge=0)
+    count: int = Field(ge=1)
+
+
 class ProduceAnswer(BaseModel):
-    """Answer of produce: one result per message, in request order."""
+    """Answer of produce: one result per message in request order (answer=full, the default), or
+    a count and the offset range per queue (answer=summary)."""
 
     status: str = Field(description="SEND_OK, or FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (SYNC_MASTER)")
-    results: list[ProduceResult]
+    results: list[ProduceResult] | None = Field(default=None, description="answer=full: one per message")
     transaction_id: str | None = Field(default=None, description="set for transactional produce")
+    count: int | None = Field(default=None, ge=1, description="answer=summary: messages stored")
+    scheduled: int | None = Field(default=None, ge=0, description="answer=summary: of them delayed (no offset yet)")
+    queues: list[ProduceQueueRange] | None = Field(default=None, description=(
+        "answer=summary: per queue, in the order of its first message in the request"))
 
 
 class PulledMessage(BaseModel):
@@ -187,5 +201,5 @@ class Status(BaseModel):
 
 
 ANSWER_MODELS: tuple[type[BaseModel], ...] = (
-    TableSettings, TableStatus, Topic, TopicDetail, TopicAltered, TablesAnswer, ReplayAnswer, QueueOffsets, ProduceResult, ProduceAnswer, PulledMessage, PullPage, MessagesAnswer,
+    TableSettings, TableStatus, Topic, TopicDetail, TopicAltered, TablesAnswer, ReplayAnswer, QueueOffsets, ProduceResult, ProduceQueueRange, ProduceAnswer, PulledMessage, PullPage, MessagesAnswer,
     OffsetCommitted, GroupOffsets, OffsetAnswer, Deleted, Status)
