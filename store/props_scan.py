@@ -151,8 +151,9 @@ def _uniform_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans 
     first = int(p0[0])
     rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n, plen), strides=(stride, 1))
     seps = np.flatnonzero(rows[0] <= 3)
-    names = [int(x) - first + i for x in (one.tag_start[0] - 5, one.key_start[0] - 5) if x >= first
-             for i in range(4)]  # the bytes of "TAGS" and "KEYS"
+    # where a reserved name ("TAGS", "KEYS") is looked for: at the start, and after row 0's tag
+    spots = [0] + ([int(one.tag_end[0]) + 1 - first] if one.tag_start[0] >= 0 else [])
+    names = [at + i for at in spots for i in range(5) if at + i < plen]
     fixed = np.union1d(seps, np.array(names, np.int64))
     if not (rows[:, fixed] == rows[0, fixed]).all() or np.count_nonzero(rows <= 3) != n * len(seps):
         return None

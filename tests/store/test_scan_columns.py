@@ -144,6 +144,7 @@ def test_one_topic_keys_of_many_lengths_hash_like_the_decoder() -> None:
     Message(topic="orders", body=b"b" * 10, keys=("k99",), tags="TagB"),  # another tag, same layout
     Message(topic="orders", body=b"b" * 10, keys=(), tags="TagA", properties={"k": "123456"}),  # a property, no key
     Message(topic="orders", body=b"b" * 10, keys=("TAGS-TagA-k0a",)),  # no tag, a key that looks like one
+    Message(topic="orders", body=b"b" * 10, keys=("k77",), properties={"TAGX": "TagA"}),  # a property, no tag
 ])
 def test_equal_records_with_one_of_another_structure_scan_like_the_decoder(odd: Message) -> None:
     """A run of records of one size and layout is parsed as row 0's layout shifted; a record of the
@@ -160,3 +161,12 @@ def test_the_store_crc_is_zlibs(data: bytes, start: int) -> None:
     """store.crc.crc32 (ISA-L when installed) gives zlib.crc32's values: records written by either read back."""
     assert crc32(data, start) == zlib.crc32(data, start) and crc32(data) == zlib.crc32(data)
     assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
+
+
+def test_a_key_among_records_whose_property_has_the_same_layout_is_found() -> None:
+    """Row 0 holds a user property laid out like a key ("XEYS\\x01k00\\x02"); a record with a real key
+    ("KEYS\\x01k57\\x02", same size, same separators) in the run must still have its key."""
+    msgs = [Message(topic="orders", body=b"b" * 10, properties={"XEYS": f"k{i:02d}"}) for i in range(100)]
+    msgs[57] = Message(topic="orders", body=b"b" * 10, keys=("k57",))
+    assert len(_encode(msgs[:1])) == len(_encode(msgs[57:58]))
+    _check(msgs)
