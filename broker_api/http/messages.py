@@ -368,8 +368,8 @@ async def pull(request: Request) -> Response:
     tags = _tags(q.get("tags"))
     flt = compile_filter(q["filter"]) if q.get("filter") else None
     result = await _get(broker, topic, qid, offset, n, tags, arrow, flt)
-    if result.status in _TAIL_STATUSES and broker.store.dispatch_behind:
-        # Read your writes: a pull sees every message whose produce was answered before it.
+    parks = wait_ms > 0 and result.status in _WAIT_STATUSES  # parks now: woken when the queue grows
+    if result.status in _TAIL_STATUSES and broker.store.dispatch_behind and not parks:  # read your writes
         await asyncio.get_running_loop().run_in_executor(None, broker.settle)
         result = await _get(broker, topic, qid, offset, n, tags, arrow, flt)
     if wait_ms > 0 and result.status in _WAIT_STATUSES:
