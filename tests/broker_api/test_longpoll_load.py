@@ -4,6 +4,7 @@ while the reput thread dispatches other topics' batches in the same rounds."""
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
 
@@ -45,3 +46,17 @@ def test_parked_consumer_gets_each_message_once_next_to_batch_producers(client: 
     for qid in range(2):
         page = client.get(f"/v1/topics/bulk/queues/{qid}/messages", params={"offset": 0, "max_messages": 1000}).json()
         assert [m["offset"] for m in page["messages"]] == list(range(len(page["messages"])))
+
+
+def test_long_poll_right_after_a_produce_returns_it_without_waiting_out(client: httpx.Client) -> None:
+    """Read your writes for a long poll: it parks at once if the message is not dispatched yet, and
+    the dispatch wakes it (it does not sit out its wait, nor answer empty)."""
+    client.post("/v1/topics", json={"name": "ryw", "queues": 1})
+    started = time.monotonic()
+    for i in range(20):
+        client.post("/v1/topics/bulk2/messages", json={"messages": [{"body": "b" * 100}] * 500})  # reput backlog
+        client.post("/v1/topics/ryw/messages", json={"messages": [{"body": f"r{i}"}]})
+        page = client.get("/v1/topics/ryw/queues/0/messages",
+                          params={"offset": i, "max_messages": 10, "wait_ms": 20_000}).json()
+        assert page["status"] == "FOUND" and [m["body"] for m in page["messages"]] == [f"r{i}"]
+    assert time.monotonic() - started < 15  # one pull that sat out its 20 s wait would fail this
