@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from store import DispatchBatch, MessageStore, codec
+from store.service_thread import ServiceThread
 
 from .config import MirrorConfig
 from .errors import MirrorError
@@ -68,8 +69,7 @@ class MirrorProcess:
         self._spawned_at = 0.0
         self._ready = False
         self._last_error: str | None = None
-        self._stop = threading.Event()
-        self._watch: threading.Thread | None = None
+        self._watch = ServiceThread("sparkmq-mirror-watch", self._run_watch, join_timeout_s=30.0)
         self._restarts = 0
         self._lock = threading.Lock()
 
@@ -80,9 +80,8 @@ class MirrorProcess:
 
         A child that cannot start is reported in ``lag()["last_error"]`` and the log, and started again
         with back-off."""
-        if self._watch is not None:
+        if self._watch.running:
             return
-        self._stop.clear()
         self._slots_fd = os.memfd_create("sparkmq-mirror-slots", os.MFD_CLOEXEC)
         os.ftruncate(self._slots_fd, SLOTS * 8)
         self._mm, self._shared = map_slots(self._slots_fd)
@@ -93,17 +92,14 @@ class MirrorProcess:
             self._release_slots()
             raise
         self._store.add_dispatcher(self)
-        self._watch = threading.Thread(target=self._run_watch, name="sparkmq-mirror-watch", daemon=True)
         self._watch.start()
 
     def stop(self) -> None:
         """Commit what the CommitLog holds (up to its settled end), stop the child. Safe to call twice."""
-        if self._watch is None:
+        if not self._watch.running:
             return
         self._store.remove_dispatcher(self)
-        self._stop.set()
-        self._watch.join(timeout=30)
-        self._watch = None
+        self._watch.stop()
         with self._lock:
             self._shared[READABLE] = max(int(self._shared[READABLE]), self._settled_reput_offset())
             self._end_child(graceful=True)
@@ -222,11 +218,11 @@ class MirrorProcess:
 
     def _run_watch(self) -> None:
         backoff = 1.0
-        while not self._stop.wait(_WATCH_S):  # (Popen.wait(timeout) would poll every few ms)
+        while not self._watch.wait(_WATCH_S):  # (Popen.wait(timeout) would poll every few ms)
             self._shared[READABLE] = max(int(self._shared[READABLE]), self._reput_offset())
             with self._lock:
                 self._poll_status()
-                if self._stop.is_set() or (self._proc is not None and self._proc.poll() is None):
+                if self._watch.stopping.is_set() or (self._proc is not None and self._proc.poll() is None):
                     continue
                 backoff = self._respawn(1.0 if self._ready else backoff)
 
@@ -236,7 +232,7 @@ class MirrorProcess:
             _log.error("delta mirror process %d exited with code %s; starting a new one in %.0f s",
                        self._proc.pid, self._proc.returncode, backoff)
             self._end_child(graceful=False)
-        if self._stop.wait(backoff):
+        if self._watch.wait(backoff):
             return backoff
         self._spawn()
         self._restarts += 1

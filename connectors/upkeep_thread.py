@@ -15,6 +15,8 @@ import logging
 import threading
 import time
 
+from store.service_thread import ServiceThread
+
 from .config import MirrorConfig
 from .table import MirrorTable
 
@@ -30,27 +32,17 @@ class UpkeepService:
     def __init__(self, config: MirrorConfig) -> None:
         self._config = config
         self._wake = threading.Event()
-        self._stop = threading.Event()
         self._lock = threading.Lock()
         self._compact = self._checkpoint = False
-        self._thread: threading.Thread | None = None
+        self._service = ServiceThread("sparkmq-mirror-upkeep", self._run, join_timeout_s=_JOIN_S, wake=self._wake.set)
         self.runs = 0
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="sparkmq-mirror-upkeep", daemon=True)
-            self._thread.start()
+        self._service.start()
 
     def stop(self) -> None:
         """Finish the upkeep under way (if any) and stop. Safe to call twice."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(_JOIN_S)
-            if self._thread.is_alive():
-                _log.error("delta mirror upkeep did not finish within %.0f s", _JOIN_S)
-            self._thread = None
+        self._service.stop()
 
     def after_commit(self, commits: int) -> None:
         """Ask for what is due after the writer's ``commits``-th commit (never blocks)."""
@@ -67,7 +59,7 @@ class UpkeepService:
         while True:
             self._wake.wait()
             self._wake.clear()
-            if self._stop.is_set():
+            if self._service.stopping.is_set():
                 return
             with self._lock:
                 compact, checkpoint = self._compact, self._checkpoint
