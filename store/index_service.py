@@ -155,7 +155,8 @@ class IndexService:
     def _topic_prefixes(self, topics: list[str]) -> dict[str, int]:
         """CRC32 of ``"{topic}#"`` per topic, cached: crc32(key, it) == crc32(topic#key)."""
         cache = self._topic_crc
-        missing = set(topics).difference(cache)
+        one = bool(topics) and topics.count(topics[0]) == len(topics)  # (a batch of one topic: no set of rows)
+        missing = ({topics[0]} if one else set(topics)).difference(cache)
         if missing:
             if len(cache) + len(missing) > _TOPIC_CACHE_LIMIT:
                 cache.clear()
