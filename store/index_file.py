@@ -211,7 +211,7 @@ class IndexFile:
             n = min(len(key_hashes), self._entry_count - self._count)
             if n <= 0:
                 return 0
-            hashes = np.asarray(key_hashes[:n]).astype(np.int64) & _INT32_MAX
+            hashes = (np.asarray(key_hashes[:n], dtype=np.int64) & _INT32_MAX).astype(np.int32)
             phys = np.asarray(phy_offsets[:n], dtype=np.int64)
             stamps = np.asarray(store_timestamps_ms[:n], dtype=np.int64)
             first = self._count
@@ -220,7 +220,8 @@ class IndexFile:
             rows["phy_offset"] = phys
             diff = np.floor_divide(stamps - self._begin_ts, 1000)
             rows["time_diff"] = np.clip(diff, _INT32_MIN, _INT32_MAX)
-            rows["prev_index"], head_slots, heads = self._link(hashes % self._slot_count, first)
+            slot_of = (hashes % np.int32(self._slot_count)).astype(np.int64)  # 32-bit division: hashes < 2**31
+            rows["prev_index"], head_slots, heads = self._link(slot_of, first)
             self._entries[first:first + n] = rows
             self._count = first + n
             self._write_header(mm)
