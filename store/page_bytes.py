@@ -22,8 +22,8 @@ def equal_at(u8: np.ndarray, starts: np.ndarray, value: np.ndarray) -> bool:
     todo = np.ones(len(starts), bool)
     for a, b in _arithmetic_runs(starts, 8):
         step = int(starts[a + 1] - starts[a])
-        if step < width or int(starts[b - 1]) + width > len(u8):
-            continue  # overlapping or past the end: the index below says no without reading out of bounds
+        if step < width or int(starts[a]) < 0 or int(starts[b - 1]) + width > len(u8):
+            continue  # overlapping, or not inside u8 (a strided view is not bounds-checked): left to the index
         view = np.lib.stride_tricks.as_strided(u8[int(starts[a]):], shape=(b - a, width), strides=(step, 1))
         if not (view == value).all():
             return False

@@ -129,6 +129,7 @@ def _page_batch(page: PullColumns, schema: pa.Schema) -> pa.RecordBatch:
             parsed.append(_property_columns(page.properties, page.property_offsets) if len(page.properties)
                           else _no_properties(n))
         return parsed[0][i]
+
     def msg_ids() -> pa.Array:
         ids = np.empty((n, 2), ">u8")
         ids[:, 0], ids[:, 1] = page.store_hosts, page.phy_offsets
