@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import zlib
 from collections.abc import Iterable
 from itertools import chain, repeat
 from operator import itemgetter
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .consume_queue_store import is_visible
+from .crc import crc32
 from .dispatch import DispatchBatch
 from .errors import CorruptRecordError, StoreClosedError
 from .index_file import IndexFile
@@ -44,7 +44,7 @@ _TOPIC_CACHE_LIMIT = 100_000
 
 def key_hash(topic: str, key: str) -> int:
     """Stable non-negative 31-bit hash of an index key."""
-    return zlib.crc32(f"{topic}#{key}".encode("utf-8", "surrogatepass")) & _HASH_MASK
+    return crc32(f"{topic}#{key}".encode("utf-8", "surrogatepass")) & _HASH_MASK
 
 
 class IndexService:
@@ -149,7 +149,7 @@ class IndexService:
             per_key_topics = chain.from_iterable(map(repeat, batch.topics, counts.tolist()))
             prefixes = map(prefix_of.__getitem__, per_key_topics)
             rows = np.repeat(np.arange(n, dtype=np.int64), counts)
-        crcs = map(zlib.crc32, map(str.encode, flat_keys), prefixes)
+        crcs = map(crc32, map(str.encode, flat_keys), prefixes)
         return np.fromiter(crcs, dtype=np.int64, count=total) & _HASH_MASK, rows
 
     def _topic_prefixes(self, topics: list[str]) -> dict[str, int]:
@@ -161,7 +161,7 @@ class IndexService:
             if len(cache) + len(missing) > _TOPIC_CACHE_LIMIT:
                 cache.clear()
                 missing = set(topics)
-            cache.update((topic, zlib.crc32(f"{topic}#".encode())) for topic in missing)
+            cache.update((topic, crc32(f"{topic}#".encode())) for topic in missing)
         return cache
 
     def _put(self, hashes: np.ndarray, phys: np.ndarray, stamps: np.ndarray) -> None:
