@@ -170,3 +170,47 @@ def test_a_key_among_records_whose_property_has_the_same_layout_is_found() -> No
     msgs[57] = Message(topic="orders", body=b"b" * 10, keys=("k57",))
     assert len(_encode(msgs[:1])) == len(_encode(msgs[57:58]))
     _check(msgs)
+
+
+_SHAPES = ("key", "tag+key", "tag", "two keys", "prop", "tag+prop", "key+prop", "tag+key+prop", "none")
+
+
+def _shaped(shape: str, fill: str, tag: str) -> Message:
+    """A message of ``shape`` whose one free text is ``fill`` (a key, else a property value, else the tag)."""
+    keys: tuple[str, ...] = ()
+    props: dict[str, str] = {}
+    tags = tag if "tag" in shape else None
+    if shape == "two keys":
+        keys = ("k", fill)
+    elif "key" in shape:
+        keys = (fill,)
+    if "prop" in shape:
+        props = {"p": fill if not keys else "v"}
+    if shape == "tag":
+        tags = fill
+    return Message(topic="orders", body=b"", keys=keys, tags=tags, properties=props)
+
+
+_TAG_TEXT = st.sampled_from(["TagA", "TagB", "KEYS", "TAGS"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(_SHAPES), st.lists(_TAG_TEXT, min_size=2, max_size=40),
+       st.lists(st.tuples(st.integers(0, 39), st.sampled_from(_SHAPES)), max_size=2))
+def test_equal_size_records_of_any_structures_scan_like_the_decoder(base: str, tags: list[str],
+                                                                     odd: list[tuple[int, str]]) -> None:
+    """Records padded to one size and one properties length (so the scan sees one run laid out
+    alike), all of one structure but for a few of another: every key, tag and property comes out
+    as the decoder reads it."""
+    shapes = [(base, tag) for tag in tags]
+    for i, shape in odd:
+        shapes[i % len(shapes)] = (shape, shapes[i % len(shapes)][1])
+    target = 96
+    msgs = []
+    for shape, tag in shapes:
+        m = _shaped(shape, "f", tag)
+        used = len(_encode([m]))
+        m = _shaped(shape, "f" * (1 + max(0, target - used)), tag) if shape != "none" else m
+        body = b"x" * max(0, target + 40 - len(_encode([m])))
+        msgs.append(Message(topic=m.topic, body=body, keys=m.keys, tags=m.tags, properties=m.properties))
+    _check(msgs)
