@@ -24,6 +24,10 @@ from cryptography.x509.oid import NameOID
 
 from broker_api.client import BrokerUnreachableError, SparkMQClient
 from broker_api.client.auth import trust
+from streaming.auth import Trust
+from streaming.client import BrokerClient as StreamingClient
+from streaming.errors import BrokerUnavailableError
+from streaming.options import ClientConfig
 from tests.broker_api.conftest import FAST_ENV
 from tests.conftest import BrokerProcess, _free_port
 
@@ -102,6 +106,13 @@ def test_broker_and_namesrv_over_https(tmp_path: Path) -> None:
             assert client.pull("secure", sent[0].queue_id, 0).messages[0]["body"] == "over tls"
         with SparkMQClient(broker.url) as untrusting, pytest.raises(BrokerUnreachableError, match="CERTIFICATE"):
             untrusting.queues("secure")
+        # the Spark source's client: trusts the CA when given one, refuses the certificate without it
+        spark_trusting = ClientConfig(endpoints=(broker.url,), timeout_s=10, trust=Trust(ca_file=str(ca)))
+        with StreamingClient(spark_trusting) as sc:
+            assert sc.queues("secure")[sent[0].queue_id].max_offset >= 1
+        with StreamingClient(ClientConfig(endpoints=(broker.url,), timeout_s=10, retries=1)) as sc, \
+                pytest.raises(BrokerUnavailableError, match="CERTIFICATE"):
+            sc.queues("secure")
         with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets no answer
             httpx.get(broker.url.replace("https://", "http://") + "/healthz", timeout=5)
         deadline = time.monotonic() + 20
