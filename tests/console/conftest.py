@@ -54,9 +54,11 @@ def chromium_path() -> str:
     return shutil.which("chromium") or _install_chromium()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium_path: str) -> Iterator[Any]:
-    """One headless Chromium for the whole session."""
+    """One headless Chromium for the console tests. Package scope, not session: Playwright's sync API
+    keeps an event loop running in the main thread while it is open, and asyncio.run() in any later
+    test (tests/store, tests/streaming) would refuse to start."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
