@@ -33,7 +33,8 @@ _NULLABLE_FIELDS = {name: {"anyOf": [schema, {"type": "null"}]} for name, schema
 def _message(title: str, body_field: str, body_schema: dict[str, Any]) -> dict[str, Any]:
     other = "body_base64" if body_field == "body" else "body"
     return {"title": title, "type": "object", "required": [body_field], "not": {"required": [other]},
-            "properties": {body_field: body_schema, **_NULLABLE_FIELDS}, "description": _LATER}
+            "properties": {body_field: body_schema, **_NULLABLE_FIELDS}, "description": _LATER,
+            "additionalProperties": False}  # an unknown field is a 400 naming it (wire.py)
 
 
 # A message has a text body or a binary one, never both (broker_api/http/wire.py).
@@ -80,6 +81,7 @@ PRODUCE_DOC: dict[str, Any] = {
                 "schema": {
                     "type": "object",
                     "required": ["messages"],
+                    "additionalProperties": False,
                     "properties": {
                         "messages": {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1},
                         "transactional": {"type": "boolean", "default": False},

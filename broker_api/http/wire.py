@@ -107,6 +107,19 @@ def parse_json_object(raw: bytes, content_type: str | None, example: str) -> dic
     return doc
 
 
+_MESSAGE_FIELDS = ("body", "body_base64", "keys", "tags", "properties", "queue_id", "delay_level", "deliver_at_ms")
+_PRODUCE_FIELDS = ("messages", "transactional", "check_url")
+
+
+def _unknown_fields(given: Any, valid: tuple[str, ...], where: str) -> str | None:
+    """A message naming the fields of ``given`` that are not in ``valid`` (a typo must not be ignored)."""
+    unknown = sorted(k for k in given if k not in valid)
+    if not unknown:
+        return None
+    return f"{where} has unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; " \
+           f"valid: {', '.join(valid)}"
+
+
 def _json_body(item: dict[str, Any], i: int) -> bytes:
     if "body" in item and "body_base64" in item:
         raise BadMessageError(f"messages[{i}] has both 'body' and 'body_base64'; give one")
@@ -126,6 +139,8 @@ def _json_body(item: dict[str, Any], i: int) -> bytes:
 def _json_draft(item: Any, i: int) -> Draft:
     if not isinstance(item, dict):
         raise BadMessageError(f"messages[{i}] must be an object like {{\"body\": \"hello\"}}")
+    if (unknown := _unknown_fields(item, _MESSAGE_FIELDS, f"messages[{i}]")) is not None:
+        raise BadMessageError(unknown)
     keys = item.get("keys")
     if keys is None:
         keys = ()
@@ -169,6 +184,8 @@ def parse_json_produce(raw: bytes, max_messages: int,
         doc = load_json_produce(raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise BadRequestError('request body must be an object {"messages": [{"body": "..."}]}')
+    if (unknown := _unknown_fields(doc, _PRODUCE_FIELDS, "the request body")) is not None:
+        raise BadRequestError(unknown)
     items = doc["messages"]
     check_count(len(items), max_messages)
     transactional = doc.get("transactional", False)

@@ -69,3 +69,18 @@ def test_a_topic_name_with_a_slash_gets_the_topic_name_rule(client: httpx.Client
 
 def test_an_unknown_route_is_still_not_found(client: httpx.Client) -> None:
     assert "no route" in _error(client.get("/v1/nothing/here"), 404, "not_found")
+
+
+def test_a_misspelt_produce_field_is_refused_by_name_and_nothing_is_stored(client: httpx.Client) -> None:
+    client.post("/v1/topics", json={"name": "typo", "queues": 1}).raise_for_status()
+    # "key" for "keys" and "tag" for "tags": ignored, they would lose the routing and the filter silently
+    r = client.post("/v1/topics/typo/messages", json={"messages": [{"body": "a", "keys": ["k"]},
+                                                                   {"body": "b", "key": "k", "tag": "t"}]})
+    message = _error(r, 400, "bad_message")
+    assert "messages[1]" in message and "'key', 'tag'" in message and "keys" in message and "tags" in message
+    message = _error(client.post("/v1/topics/typo/messages", json={"messages": [{"body": "c"}], "transactionl": True}),
+                     400, "bad_request")
+    assert "'transactionl'" in message and "transactional" in message
+    assert client.get("/v1/topics/typo/queues").json()[0]["max_offset"] == 0  # neither batch stored a message
+    ok = client.post("/v1/topics/typo/messages", json={"messages": [{"body": "d", "keys": "k", "tags": "t"}]})
+    assert ok.status_code == 200, ok.text
