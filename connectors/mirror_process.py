@@ -101,7 +101,7 @@ class MirrorProcess:
         self._store.remove_dispatcher(self)
         self._watch.stop()
         with self._lock:
-            self._shared[READABLE] = max(int(self._shared[READABLE]), self._settled_reput_offset())
+            self._shared[READABLE] = max(int(self._shared[READABLE]), self._store.settled_reput_offset(_SETTLE_S))
             self._end_child(graceful=True)
         self._release_slots()
 
@@ -242,16 +242,6 @@ class MirrorProcess:
 
     def _reput_offset(self) -> int:
         return int(self._store.stats()["reput_offset"])  # type: ignore[call-overload]
-
-    def _settled_reput_offset(self) -> int:
-        """The reput offset once it reached the CommitLog's end (or after a few seconds)."""
-        deadline = time.monotonic() + _SETTLE_S
-        while True:
-            stats = self._store.stats()
-            reput, end = int(stats["reput_offset"]), int(stats["commitlog_max_offset"])  # type: ignore[call-overload]
-            if reput >= end or time.monotonic() >= deadline:
-                return reput
-            time.sleep(0.01)
 
     def _store_time_at(self, offset: int) -> int:
         """STORE_TIMESTAMP (ms) of the record at ``offset``; 0 when none is there."""

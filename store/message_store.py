@@ -296,14 +296,18 @@ class MessageStore:
 
     def get_message(self, msg_id: str) -> StoredMessage:
         self._check_running()
-        _host, phy = codec.parse_msg_id(msg_id)
-        return self.commitlog.read_message(phy)
+        return self.commitlog.read_message(codec.parse_msg_id(msg_id)[1])
 
     def wait_visible(self, timeout_s: float = 1.0) -> bool:
         """Wait until every message appended before this call is dispatched, so pulls, queue
         offsets and key lookups see it; False if the dispatcher is still behind after ``timeout_s``."""
         self._check_running()
         return self.reput.wait_for(self.commitlog.max_offset(), timeout_s)
+
+    def settled_reput_offset(self, timeout_s: float) -> int:
+        """The reput offset once what is appended now is dispatched, or after ``timeout_s`` (also while stopping)."""
+        self.reput.wait_for(self.commitlog.max_offset(), timeout_s)
+        return self.reput.reput_offset
 
     @property
     def dispatch_behind(self) -> bool:

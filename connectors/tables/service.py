@@ -213,16 +213,6 @@ class TableTopics:
                                table.topic, table.next, batch.end_offset)
                 self._stall(table, exc)
 
-    def _reput_settled(self, timeout_s: float) -> int:
-        """The reput offset once it reached the CommitLog's end (or after ``timeout_s``)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            stats = self._store.stats()
-            reput, end = int(stats["reput_offset"]), int(stats["commitlog_max_offset"])  # type: ignore[call-overload]
-            if reput >= end or time.monotonic() >= deadline:
-                return reput
-            time.sleep(0.01)
-
     def _flush(self, table: TopicTable) -> None:
         try:
             table.flush()
@@ -243,7 +233,7 @@ class TableTopics:
         """On stop: read what the CommitLog still holds (if little), commit every buffer."""
         tables = self._active()
         try:
-            if tables and self._reput_settled(_STOP_WAIT_S) - min(t.next for t in tables) <= _STOP_CATCH_UP_BYTES:
+            if tables and self._store.settled_reput_offset(_STOP_WAIT_S) - min(t.next for t in tables) <= _STOP_CATCH_UP_BYTES:
                 start = min(t.next for t in tables)
                 for batch in self._store.read_dispatch_batches(start, _READ_BYTES):
                     self._route(batch, tables)
