@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import socket
 import sys
 from collections.abc import Generator
 from typing import Any
@@ -67,16 +68,29 @@ class _Server(uvicorn.Server):
                 self._captured_signals.clear()
 
     async def serve(self, sockets: Any = None) -> None:
-        # Start the broker before uvicorn so a start-up failure (store locked,
-        # unreadable data dir) is one clear line instead of a lifespan traceback.
+        # The main socket is bound first, so the listeners the broker opens on a free port
+        # (HA, control) can never take the port it was told to serve on. Then the broker
+        # starts before uvicorn, so a start-up failure (store locked, unreadable data dir,
+        # a listener's port taken) is one clear line instead of a lifespan traceback.
         broker = self._broker
         loop = asyncio.get_running_loop()
+        if sockets is None:
+            try:
+                sockets = [_listen(self.config.host, self.config.port, self.config.backlog)]
+            except OSError as exc:
+                print(f"error: cannot listen on {self.config.host}:{self.config.port}: {exc.strerror or exc}; "
+                      "is another broker running there? pick another --port", file=sys.stderr, flush=True)
+                return
         try:
-            await loop.run_in_executor(None, broker.start, loop)
-        except (StoreError, OSError) as exc:
-            print(f"error: the broker cannot start: {exc}", file=sys.stderr, flush=True)
-            return
-        await super().serve(sockets)
+            try:
+                await loop.run_in_executor(None, broker.start, loop)
+            except (StoreError, OSError) as exc:
+                print(f"error: the broker cannot start: {exc}", file=sys.stderr, flush=True)
+                return
+            await super().serve(sockets)
+        finally:
+            for sock in sockets:
+                sock.close()
 
     async def shutdown(self, sockets: Any = None) -> None:
         # Release parked long polls first so draining connections is quick.
@@ -124,6 +138,12 @@ class _Server(uvicorn.Server):
             return ""
         self._broker.admin_address = address
         return f"; control listener (/healthz /readyz /metrics /v1/broker) on {self._settings.scheme}://{address}"
+
+
+def _listen(host: str, port: int, backlog: int) -> socket.socket:
+    """The broker's main listening socket on ``host:port`` (IPv6 when the host has a colon)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=backlog)
 
 
 def serve(settings: BrokerSettings) -> None:

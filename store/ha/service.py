@@ -73,7 +73,12 @@ class HAService:
         """Bind the HA port and accept slaves.  Raises OSError when the port is taken."""
         if self._thread is not None:
             return
-        self._server = socket.create_server((self.config.listen_host, self.config.listen_port))
+        host, port = self.config.listen_host, self.config.listen_port
+        try:
+            self._server = socket.create_server((host, port))
+        except OSError as exc:
+            raise OSError(exc.errno, f"the HA listener cannot listen on {host}:{port} ([ha] listen_port, "
+                                     f"--ha-port): {exc.strerror or exc}") from exc
         self.port = self._server.getsockname()[1]
         self._stop.clear()
         self.transfer.start()

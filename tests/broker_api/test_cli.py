@@ -203,6 +203,17 @@ def test_serve_and_namesrv_refuse_a_busy_port_in_one_line(tmp_path: Path) -> Non
     assert not (tmp_path / "d" / "store").exists()  # refused before touching the data directory
 
 
+def test_the_main_port_is_bound_before_the_listeners_the_broker_opens_itself(tmp_path: Path) -> None:
+    # The HA listener used to bind first: a caller's free port could go to it, and the broker then
+    # failed with uvicorn's raw "address already in use" on the port it was told to serve on.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    _assert_one_error_line(_cli("serve", "--port", port, "--ha-port", port, "--data-dir", str(tmp_path / "d")),
+                           "the broker cannot start", f"the HA listener cannot listen on 127.0.0.1:{port}",
+                           "--ha-port")
+
+
 def test_produce_file_shows_progress_on_a_terminal_and_only_the_summary_on_stdout(quick: Any,
                                                                                   tmp_path: Path) -> None:
     data = tmp_path / "orders.txt"
