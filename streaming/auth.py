@@ -15,24 +15,15 @@ The signature is the broker's ``SPARKMQ-HMAC-SHA256`` (README, Security)::
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import hmac
 import ssl
-import time
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import httpx
 
 from .errors import OptionError
 from .optvalues import get
 
 __all__ = ["Trust", "parse_trust"]
-
-_ALGORITHM = "SPARKMQ-HMAC-SHA256"
-
 
 @dataclass(frozen=True)
 class Trust:
@@ -49,33 +40,12 @@ class Trust:
         if self.token:
             options["headers"] = {"Authorization": f"Bearer {self.token}"}
         elif self.user:
-            options["auth"] = _Signer(self.user, self.secret)
+            from .signing import Signer  # imports httpx: only clients that sign load it
+
+            options["auth"] = Signer(self.user, self.secret)
         if self.ca_file:
             options["verify"] = ssl.create_default_context(cafile=self.ca_file)
         return options
-
-
-@functools.lru_cache(maxsize=16)
-def _key(user: str, secret: str) -> bytes:
-    return hashlib.pbkdf2_hmac("sha256", secret.encode(), f"sparkmq:{user}".encode(), 100_000, 32)
-
-
-class _Signer(httpx.Auth):
-    requires_request_body = True
-
-    def __init__(self, user: str, secret: str) -> None:
-        self._user, self._secret = user, secret
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        date = str(int(time.time() * 1000))
-        content = hashlib.sha256(request.content).hexdigest()
-        canonical = "\n".join((_ALGORITHM, request.method.upper(), request.url.path,
-                               request.url.query.decode("ascii"), date, content)).encode()
-        signature = hmac.new(_key(self._user, self._secret), canonical, hashlib.sha256).hexdigest()
-        request.headers["Authorization"] = f"{_ALGORITHM} Credential={self._user}, Signature={signature}"
-        request.headers["x-sparkmq-date"] = date
-        request.headers["x-sparkmq-content-sha256"] = content
-        yield request
 
 
 def parse_trust(options: Mapping[str, str]) -> Trust:

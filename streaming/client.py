@@ -13,16 +13,13 @@ nothing stored) is always retried, a bounded number of times.
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
-import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 import pyarrow as pa
 
@@ -30,6 +27,7 @@ from .errors import BrokerRequestError, BrokerUnavailableError, TopicNotFoundErr
 from .health import BrokerHealth
 from .offsets import QueueRange
 from .options import ClientConfig
+from .transport import ConnectFailed, Reply, TransportFailed, open_transport
 
 __all__ = ["BrokerClient", "Page", "ARROW_MIME"]
 
@@ -64,19 +62,6 @@ def _damaged(header: str) -> str:
         return header
 
 
-@functools.lru_cache(maxsize=1)
-def _default_tls() -> ssl.SSLContext:
-    """One default TLS context per process, shared by every client (tasks open many)."""
-    return ssl.create_default_context()
-
-
-@functools.lru_cache(maxsize=1)
-def _no_ca_tls() -> ssl.SSLContext:
-    """For clients whose every address is plain http://: no CA store is loaded (~60 ms at each query
-    start on the driver), yet certificates are still required, so an https:// answer fails closed."""
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
 class BrokerClient:
     """Talks to one broker (master URL, then slave URLs) over HTTP.
 
@@ -93,11 +78,7 @@ class BrokerClient:
         self._shared = health is not None
         self._health = health if health is not None else BrokerHealth()
         self._rounds = max(1, rounds)
-        timeout = httpx.Timeout(config.timeout_s, connect=min(5.0, config.timeout_s))
-        options = config.trust.http_options()
-        plain = all(url.startswith("http://") for url in config.endpoints)
-        options.setdefault("verify", _no_ca_tls() if plain else _default_tls())
-        self._http = httpx.Client(timeout=timeout, **options)
+        self._http = open_transport(config.endpoints, config.trust, config.timeout_s, min(5.0, config.timeout_s))
 
     def close(self) -> None:
         self._http.close()
@@ -127,7 +108,7 @@ class BrokerClient:
         idempotent: bool = True,
         write: bool = False,
         **kwargs: Any,
-    ) -> httpx.Response:
+    ) -> Reply:
         urls = self._endpoints(write)
         if self._shared and self._health.all_backing_off(urls):
             raise self._unavailable(method, path, urls, self._backing_off(urls), write)
@@ -147,10 +128,10 @@ class BrokerClient:
                 told = float(resp.headers.get("Retry-After", "0.1") or 0.1)
                 delay = min(2.0, told * 2 ** (busy - 1)) * random.uniform(0.5, 1.5)
                 log.info("sparkmq broker %s busy (HTTP %s) on %s %s; retry %d of %d in %.2f s",
-                         resp.request.url.host, resp.status_code, method, path, busy, _BUSY_RETRIES, delay)
+                         resp.host, resp.status_code, method, path, busy, _BUSY_RETRIES, delay)
                 time.sleep(delay)
             else:
-                return self._check(resp, method, str(resp.request.url))
+                return self._check(resp, method, resp.url)
         raise self._unavailable(method, path, urls, errors, write)
 
     def _pause(self, rounds: int) -> float:
@@ -189,31 +170,31 @@ class BrokerClient:
     def _try_endpoints(
         self, method: str, path: str, idempotent: bool, errors: list[str],
         kwargs: dict[str, Any], urls: list[str],
-    ) -> httpx.Response | None:
+    ) -> Reply | None:
         """The first answer from ``urls`` in order, or None; failures feed the back-off."""
         for url in urls:
             try:
                 resp = self._http.request(method, url + path, **kwargs)
-            except httpx.ConnectError as exc:
+            except ConnectFailed as exc:
                 errors.append(f"{url}: {exc}")
-                self._health.failed(url, f"{type(exc).__name__}: {exc}")
+                self._health.failed(url, str(exc))
                 continue
-            except httpx.TransportError as exc:
-                self._health.failed(url, f"{type(exc).__name__}: {exc!r}")
+            except TransportFailed as exc:
+                self._health.failed(url, str(exc))
                 if not idempotent:
                     raise BrokerUnavailableError(
-                        f"{method} {url}{path} failed mid-request ({exc!r}); "
+                        f"{method} {url}{path} failed mid-request ({exc}); "
                         "not retried because it may have been applied",
                         broker=self._config.broker, address=url,
                     ) from exc
-                errors.append(f"{url}: {exc!r}")
+                errors.append(f"{url}: {exc}")
                 continue
             self._health.succeeded(url)
             return resp
         return None
 
     @staticmethod
-    def _check(resp: httpx.Response, method: str, where: str) -> httpx.Response:
+    def _check(resp: Reply, method: str, where: str) -> Reply:
         if resp.status_code < 400:
             return resp
         try:

@@ -21,10 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import orjson
 
 from .auth import Trust
 from .errors import NamesrvUnavailableError, TopicNotFoundError
+from .transport import ConnectFailed, TransportFailed, open_transport
 
 __all__ = ["BrokerRoute", "NamesrvLookup"]
 
@@ -80,8 +81,7 @@ class NamesrvLookup:
 
     def __init__(self, addrs: tuple[str, ...], timeout_s: float = 10.0, trust: Trust = Trust()) -> None:
         self._addrs = addrs
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(3.0, timeout_s)),
-                                  **trust.http_options())
+        self._http = open_transport(addrs, trust, timeout_s, min(3.0, timeout_s))
 
     def close(self) -> None:
         self._http.close()
@@ -106,12 +106,12 @@ class NamesrvLookup:
         not_found = False
         for base in self._addrs:
             try:
-                resp = self._http.get(base + path)
-            except httpx.HTTPError as exc:
-                errors.append(f"{base}: {type(exc).__name__}: {exc}")
+                resp = self._http.request("GET", base + path)
+            except (ConnectFailed, TransportFailed) as exc:
+                errors.append(f"{base}: {exc}")
                 continue
             if resp.status_code == 200:
-                return dict(resp.json())
+                return dict(orjson.loads(resp.content))
             if resp.status_code == 404 and topic is not None:
                 not_found = True
                 continue

@@ -20,10 +20,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from .client import Page
+from .client import BrokerClient, Page
 from .errors import BrokerUnavailableError, DataLossError, SparkMQError
 from .options import ClientConfig, ReaderOptions
-from .plain_http import PagePuller
 from .schema import page_to_batch
 
 __all__ = ["QueuePartition", "read_partition"]
@@ -121,7 +120,7 @@ def _fields(opts: ReaderOptions) -> str:
 
 
 def _pull(
-    client: PagePuller, opts: ReaderOptions, part: QueuePartition, cur: int, deadline: float
+    client: BrokerClient, opts: ReaderOptions, part: QueuePartition, cur: int, deadline: float
 ) -> Page:
     """One page at ``cur``, waiting (bounded by ``deadline``) while the broker is down."""
     behind_until = time.monotonic() + _SLAVE_GRACE_S
@@ -149,7 +148,7 @@ def _pull(
             time.sleep(min(_WAIT_STEP_S, left))
 
 
-def _fetch(client: PagePuller, opts: ReaderOptions, part: QueuePartition, cur: int) -> tuple[Page, int]:
+def _fetch(client: BrokerClient, opts: ReaderOptions, part: QueuePartition, cur: int) -> tuple[Page, int]:
     """The page at ``cur`` and the offset after it (checked to move forward)."""
     page = _pull(client, opts, part, cur, time.monotonic() + opts.broker_down_timeout_ms / 1000.0)
     nxt = _next_offset(page, part, cur, opts.fail_on_data_loss)
@@ -167,7 +166,7 @@ def read_partition(opts: ReaderOptions, part: QueuePartition) -> Iterator[pa.Rec
     from one helper thread that ends with the partition), so the broker and Spark work
     at the same time instead of in turns.
     """
-    with PagePuller(_config(opts, part)) as client, \
+    with BrokerClient(_config(opts, part)) as client, \
             ThreadPoolExecutor(1, thread_name_prefix="sparkmq-pull") as pool:
         pending = pool.submit(_fetch, client, opts, part, part.start) if part.start < part.end else None
         while pending is not None:
