@@ -58,8 +58,17 @@ def validation_response(exc: Exception) -> Response:
     if bad_queue:
         return error_response(400, "bad_queue_id", f"queue id {bad_queue[0].get('input')!r} is not a queue id; "
                                                    "pass a non-negative integer")
-    parts = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in details[:5]]
+    parts = [_problem(err) for err in details[:5]]
     return error_response(400, "bad_request", "invalid request: " + "; ".join(parts) + "; see /docs")
+
+
+def _problem(err: dict[str, Any]) -> str:
+    """One validation problem: where, and what was wrong (an unknown field says so by name)."""
+    loc = tuple(err.get("loc", ()))
+    if err.get("type") == "extra_forbidden" and loc:
+        where = ".".join(str(p) for p in loc[:-1]) or "body"
+        return f"{where} has an unknown field {loc[-1]!r} (a typo? nothing was done)"
+    return f"{'.'.join(str(p) for p in loc)}: {err.get('msg', 'invalid')}"
 
 
 def http_exception_response(request: Request, exc: Exception, api: str) -> Response:

@@ -6,12 +6,12 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from ..broker import Broker
 from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
 from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN
-from .schemas import JsonBool, JsonInt
+from .schemas import JsonBool, JsonInt, RequestBody
 
 __all__ = ["router"]
 
@@ -19,14 +19,14 @@ router = APIRouter(tags=["groups"])
 _GROUP = re.compile(GROUP_NAME_PATTERN)
 
 
-class OffsetCommit(BaseModel):
+class OffsetCommit(RequestBody):
     """Body of PUT /v1/groups/{group}/offsets: next offset to consume per queue."""
 
     topic: str
     offsets: dict[str, JsonInt]
 
 
-class GroupUpdate(BaseModel):
+class GroupUpdate(RequestBody):
     """Body of PUT /v1/groups/{group}: either switch or both."""
 
     consume_enabled: JsonBool | None = None

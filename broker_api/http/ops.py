@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel
 from starlette.responses import Response
 
 from ..broker import Broker
 from ..errors import NotReadyError
 from ..metrics import render_gauge
-from .schemas import JsonBool
+from .schemas import JsonBool, RequestBody
 
 __all__ = ["control_router", "router"]
 
@@ -24,7 +23,7 @@ router = APIRouter(tags=["operations"])
 control_router = APIRouter(tags=["operations"])
 
 
-class RetentionRequest(BaseModel):
+class RetentionRequest(RequestBody):
     """Body of POST /v1/admin/retention."""
 
     force: JsonBool = False

@@ -18,7 +18,7 @@ import contextlib
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from store import StoredMessage
 
@@ -28,7 +28,7 @@ from ..errors import BadRequestError
 from ..filters import Predicate, compile_filter
 from ..pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
 from .groups import _check_group
-from .schemas import JsonInt
+from .schemas import JsonInt, RequestBody
 from .wire import message_to_json
 
 __all__ = ["router"]
@@ -36,7 +36,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["pop"])
 
 
-class PopRequest(BaseModel):
+class PopRequest(RequestBody):
     """Body of POST /v1/groups/{group}/pop."""
 
     topic: str
@@ -46,20 +46,20 @@ class PopRequest(BaseModel):
     filter: str | None = None
 
 
-class AckRequest(BaseModel):
+class AckRequest(RequestBody):
     """Body of POST /v1/groups/{group}/ack."""
 
     receipts: list[str] = Field(min_length=1, max_length=10_000)
 
 
-class InvisibleRequest(BaseModel):
+class InvisibleRequest(RequestBody):
     """Body of POST /v1/groups/{group}/invisible."""
 
     receipt: str
     invisible_ms: JsonInt = Field(ge=0)
 
 
-class RetryRequest(BaseModel):
+class RetryRequest(RequestBody):
     """Body of POST /v1/groups/{group}/retry: -1 sends the message straight to the DLQ."""
 
     msg_id: str

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, StrictBool
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from store import GetStatus
 
 __all__ = ["ANSWER_MODELS", "TableSettings", "TableStatus", "Topic", "TopicDetail", "TopicAltered", "TablesAnswer",
            "ReplayAnswer", "QueueOffsets", "ProduceResult", "ProduceQueueRange", "ProduceAnswer",
            "PulledMessage", "PullPage", "OffsetCommitted", "GroupOffsets", "Deleted", "OffsetAnswer",
-           "MessagesAnswer", "Status", "JsonInt", "JsonBool"]
+           "MessagesAnswer", "Status", "JsonInt", "JsonBool", "RequestBody"]
 
 
 def _json_int(value: Any) -> Any:
@@ -32,6 +32,13 @@ def _json_int(value: Any) -> Any:
 # Request body field types: what the document says and nothing more (an integer is no boolean).
 JsonInt = Annotated[int, BeforeValidator(_json_int)]
 JsonBool = StrictBool
+
+
+class RequestBody(BaseModel):
+    """A JSON request body: a field the document does not name is a 400, never silently ignored
+    (a typo such as ``invisble_time_ms`` must not fall back to the default)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class TableSettings(BaseModel):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
@@ -22,14 +22,14 @@ from connectors import SqlError, SqlTimeoutError, is_truncated, run_sql
 from connectors.jsonrows import table_rows
 
 from .errors import error_response
-from .schemas import JsonInt
+from .schemas import JsonInt, RequestBody
 
 __all__ = ["router", "SqlRequest"]
 
 router = APIRouter(tags=["sql"])
 
 
-class SqlRequest(BaseModel):
+class SqlRequest(RequestBody):
     """Body of POST /v1/sql."""
 
     sql: str = Field(description="One read-only statement over `messages`, each table topic by its name and "

@@ -6,7 +6,7 @@ import re
 from typing import Any, Literal
 
 from fastapi import APIRouter, Path, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from store import Message
 
@@ -14,6 +14,7 @@ from ..broker import Broker
 from ..errors import BadRequestError
 from ..tx_sinks import Parser
 from .messages import _to_messages
+from .schemas import RequestBody
 from .wire import parse_arrow_produce
 
 __all__ = ["router"]
@@ -24,13 +25,13 @@ _SINK = re.compile(SINK_ID_PATTERN)
 BATCH_ID_MAX = 2**63 - 1  # batch ids are journaled as 64-bit integers
 
 
-class TransactionAction(BaseModel):
+class TransactionAction(RequestBody):
     """Body of POST /v1/transactions/{id}."""
 
     action: Literal["commit", "rollback"]
 
 
-class SinkBatch(BaseModel):
+class SinkBatch(RequestBody):
     """Body of the sink batch commit/abort routes."""
 
     transaction_ids: list[str] = Field(default_factory=list)

@@ -84,3 +84,20 @@ def test_a_misspelt_produce_field_is_refused_by_name_and_nothing_is_stored(clien
     assert client.get("/v1/topics/typo/queues").json()[0]["max_offset"] == 0  # neither batch stored a message
     ok = client.post("/v1/topics/typo/messages", json={"messages": [{"body": "d", "keys": "k", "tags": "t"}]})
     assert ok.status_code == 200, ok.text
+
+
+def test_a_misspelt_field_in_other_json_bodies_is_refused_by_name_and_changes_nothing(client: httpx.Client) -> None:
+    client.post("/v1/topics", json={"name": "typo2", "queues": 1}).raise_for_status()
+    client.post("/v1/topics/typo2/messages", json={"messages": [{"body": "a"}]}).raise_for_status()
+    # "invisible_time_ms" for "invisible_ms": the message would stay hidden for the default minute
+    message = _error(client.post("/v1/groups/g2/pop", json={"topic": "typo2", "invisible_time_ms": 200}),
+                     400, "bad_request")
+    assert "unknown field 'invisible_time_ms'" in message, message
+    popped = client.post("/v1/groups/g2/pop", json={"topic": "typo2", "invisible_ms": 200}).json()
+    assert len(popped["messages"]) == 1  # the refused pop took nothing
+    message = _error(client.put("/v1/groups/g3/offsets", json={"topic": "typo2", "offset": {"0": 1}}),
+                     400, "bad_request")
+    assert "unknown field 'offset'" in message
+    assert client.get("/v1/groups/g3/offsets", params={"topic": "typo2"}).json().get("offsets", {}) in ({}, None)
+    message = _error(client.put("/v1/groups/g3", json={"consume_enable": False}), 400, "bad_request")
+    assert "unknown field 'consume_enable'" in message
