@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json-out", default=None)
     args = p.parse_args(argv)
     rec = Recorder("tables", args.json_out, vars(args))
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-tables-", dir=args.dir))
     store = MessageStore(StoreConfig(root_dir=scratch / "store"))
     store.start()

@@ -174,7 +174,9 @@ def run_one(spec: BenchSpec, quick: bool, work: Path, progress: Progress) -> lis
     json_out, log = work / f"{spec.name}.json", work / f"{spec.name}.log"
     cmd = [sys.executable, "-m", spec.module, *spec.args(quick), "--json-out", str(json_out)]
     if spec.scratch_flag:
-        cmd += [spec.scratch_flag, str(work / f"{spec.name}-scratch")]
+        scratch = work / f"{spec.name}-scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        cmd += [spec.scratch_flag, str(scratch)]
     limit = spec.quick_limit_s if quick else spec.limit_s
     task, started = progress.add_task("starting", bench=spec.name, total=None), time.monotonic()
     show = functools.partial(_show, progress, task, spec.name, started)

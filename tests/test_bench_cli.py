@@ -168,3 +168,16 @@ def test_readme_bench_block_holds_a_full_run_of_every_area() -> None:
     assert {_area(r[1]) for r in rows} == set(AREAS)
     assert not any("--quick" in r[1] for r in rows), "the README table must come from a full run"
     assert all(FIGURE.match(r[2]) for r in rows)
+
+
+def test_a_script_taking_a_scratch_directory_is_given_one_that_exists(tmp_path: Path) -> None:
+    # bench_tables makes its temp dir inside --dir: the full run failed at its last script
+    # because the suite passed a scratch path it had not created
+    from rich.progress import Progress
+
+    from benchmarks.suite import BenchSpec, run_one
+
+    spec = BenchSpec("mirror", "probe", "tests.bench_probe", (), (), 60, 60, scratch_flag="--dir")
+    with Progress(disable=True) as progress:
+        measures = run_one(spec, True, tmp_path, progress)
+    assert [m.key for m in measures] == ["probe.scratch"]
