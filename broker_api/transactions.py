@@ -53,6 +53,7 @@ from store.schedule import REAL_TOPIC
 from .errors import TransactionNotFoundError, TransactionStateError
 from .jsonfile import Journal, read_json, write_json_atomic
 from .settings import TransactionsSection
+from .tx_columns import ColumnParser, publish_frames, read_frames
 from .tx_sinks import SinkBatches, Parser
 from .txspool import TxSpool
 
@@ -257,7 +258,7 @@ class TransactionService(SinkBatches):
 
     # -- decisions -------------------------------------------------------
 
-    def commit(self, tx_id: str, parse: Parser | None = None) -> dict[str, Any]:
+    def commit(self, tx_id: str, parse: Parser | None = None, columns: ColumnParser | None = None) -> dict[str, Any]:
         """Make the halves visible; committing a committed id again is a no-op."""
         with self._lock:
             tx = self._get(tx_id)
@@ -268,7 +269,7 @@ class TransactionService(SinkBatches):
                 )
             if tx.state == _COMMITTED:
                 return {"transaction_id": tx_id, "state": _COMMITTED, "messages": tx.messages, "already": True}
-            self.prepare_raw([tx], parse)
+            self.prepare_raw([tx], parse, columns)
             self._decide([tx], _COMMITTED)
             n = self._publish([tx])
             return {"transaction_id": tx_id, "state": _COMMITTED, "messages": n, "already": False}
@@ -304,21 +305,26 @@ class TransactionService(SinkBatches):
     def _publish(self, txs: list[_Tx], skip: dict[str, int] | None = None) -> int:
         """Append the messages of decided ``txs`` (``skip``: how many a crash already did)."""
         messages: list[Message] = []
-        wanted = 0
+        wanted = by_columns = 0
         for tx in txs:
             done = (skip or {}).get(tx.tx_id, 0)
             if done >= tx.messages:
                 continue
-            wanted += tx.messages - done
             parsed = self._parsed.pop(tx.tx_id, None)
+            cols = self._spool.columns_path(tx.tx_id)
             if parsed is not None:
                 messages.extend(parsed[done:])
+            elif tx.staged and cols.exists():  # by columns, in the order the commit decided
+                n = publish_frames(self._store, read_frames(cols), {TX_PROPERTY: tx.tx_id}, done)
+                by_columns += n
+                wanted -= n
             elif tx.staged:
                 messages.extend(self._spool.read(tx.tx_id, tx.messages, {TX_PROPERTY: tx.tx_id},
                                                  int(SysFlag.TRANSACTION_COMMIT))[done:])
             else:
                 halves = self._store.read_records(tx.halves[done:])
                 messages.extend(self._real(halves, i) for i in range(len(halves)))
+            wanted += tx.messages - done
         if len(messages) < wanted:
             log.error("%d message(s) of transactions %s are gone", wanted - len(messages), [t.tx_id for t in txs])
         for lo in range(0, len(messages), _PUBLISH_CHUNK):
@@ -326,7 +332,7 @@ class TransactionService(SinkBatches):
         self._log({"op": "published", "txs": [t.tx_id for t in txs]})
         for tx in txs:
             self._spool.drop(tx.tx_id)
-        return len(messages)
+        return len(messages) + by_columns
 
     @staticmethod
     def _real(halves: DispatchBatch, i: int) -> Message:

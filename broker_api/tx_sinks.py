@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from store import Message, SysFlag
 
 from .errors import BadRequestError, TransactionStateError
+from .tx_columns import ColumnParser, write_frames
 from .txspool import TxSpool
 
 __all__ = ["SinkBatches", "Parser"]
@@ -47,7 +48,7 @@ class _Host(Protocol):
     def _log(self, record: dict[str, Any]) -> None: ...
     def _decide(self, txs: list[Any], state: str, sink: tuple[str, int] | None = None) -> None: ...
     def _publish(self, txs: list[Any], skip: dict[str, int] | None = None) -> int: ...
-    def prepare_raw(self, txs: list[Any], parse: Parser | None) -> None: ...
+    def prepare_raw(self, txs: list[Any], parse: Parser | None, columns: ColumnParser | None = None) -> None: ...
     def _rollback_open(self, tx_ids: Iterable[str]) -> int: ...
 
 
@@ -67,15 +68,23 @@ class SinkBatches:
             self._log({"op": "add", "tx": tx_id, "ts": int(time.time() * 1000), "raw": rows})
             return tx_id
 
-    def prepare_raw(self: _Host, txs: list[Any], parse: Parser | None) -> None:
-        """Parse the raw bodies of ``txs`` into their staged files (before any decision)."""
+    def prepare_raw(self: _Host, txs: list[Any], parse: Parser | None, columns: ColumnParser | None = None) -> None:
+        """Parse the raw bodies of ``txs`` into their staged files (before any decision): as
+        columns when every body has the column put's shape (:mod:`tx_columns`), else as messages."""
         for tx in txs:
             if not tx.raw:
                 continue
             if parse is None:
                 raise BadRequestError(f"transaction {tx.tx_id} holds Arrow bodies; commit it "
                                       "through the broker's HTTP API")
-            messages = [m for topic, body in self._spool.read_raw(tx.tx_id) for m in parse(topic, body)]
+            staged = self._spool.read_raw(tx.tx_id)
+            frames = [columns(topic, body) for topic, body in staged] if columns is not None else [None]
+            if all(f is not None for f in frames) and sum(len(f) for f in frames if f is not None) == tx.raw:
+                write_frames(self._spool.columns_path(tx.tx_id), [f for f in frames if f is not None])
+                self._log({"op": "parsed", "tx": tx.tx_id})
+                self._spool.drop_raw(tx.tx_id)
+                continue
+            messages = [m for topic, body in staged for m in parse(topic, body)]
             if len(messages) != tx.raw:
                 raise BadRequestError(f"transaction {tx.tx_id}: staged {tx.raw} rows but "
                                       f"{len(messages)} parse; roll it back and send them again")
@@ -89,7 +98,7 @@ class SinkBatches:
             self._parsed[tx.tx_id] = messages  # published right after the decision
 
     def sink_commit(self: _Host, sink_id: str, batch_id: int, tx_ids: list[str],
-                    parse: Parser | None = None) -> dict[str, Any]:
+                    parse: Parser | None = None, columns: ColumnParser | None = None) -> dict[str, Any]:
         """Commit ``tx_ids`` and record (sink_id, batch_id) atomically; replays roll back."""
         with self._lock:
             if batch_id in self._sinks.get(sink_id, {}):
@@ -101,7 +110,7 @@ class SinkBatches:
                     raise TransactionStateError(
                         f"transaction {tx.tx_id} is already {tx.state}; a sink batch can only commit open transactions"
                     )
-            self.prepare_raw(txs, parse)
+            self.prepare_raw(txs, parse, columns)
             self._decide(txs, "committed", (sink_id, batch_id))
             n = self._publish(txs)
             return {"status": "committed", "messages": n}

@@ -24,7 +24,9 @@ plain produce is)::
     +-------------------+-------+------------------+--------------------------+
 
 At commit the parsed messages are written to ``<id>.msgs`` (temp file,
-fsync, rename) before the decision, so recovery never parses again.
+fsync, rename) before the decision, so recovery never parses again; bodies
+the column put takes are written as columns instead, with every row's queue
+decided, to ``<id>.cols`` (see :mod:`tx_columns`).
 
 Files are flushed on every append and fsynced before a commit is decided
 (:meth:`TxSpool.sync`), so a decided commit always finds its messages. A
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 FRAME = struct.Struct("<I")
 _SUFFIX = ".msgs"
 _RAW = ".arrow"
+_COLS = ".cols"
 
 
 class TxSpool:
@@ -145,8 +148,12 @@ class TxSpool:
             os.fsync(fh.fileno())
         os.replace(tmp, self._path(tx_id))
 
+    def columns_path(self, tx_id: str) -> Path:
+        """Where a commit's column frames are (:mod:`tx_columns`); the file exists once they are."""
+        return self._root / f"{tx_id}{_COLS}"
+
     def drop(self, tx_id: str) -> None:
-        for suffix in (_SUFFIX, _RAW, f"{_SUFFIX}.tmp"):
+        for suffix in (_SUFFIX, _RAW, f"{_SUFFIX}.tmp", _COLS, f"{_COLS}.tmp"):
             (self._root / f"{tx_id}{suffix}").unlink(missing_ok=True)
 
     def drop_raw(self, tx_id: str) -> None:

@@ -24,7 +24,7 @@ import struct
 import time
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -36,10 +36,12 @@ from .packed import PackedBodies
 if TYPE_CHECKING:
     from .commitlog import CommitLog
 
-__all__ = ["ColumnBatch", "ColumnGroup", "ColumnPutResult", "prepare_columns", "put_groups"]
+__all__ = ["ColumnBatch", "ColumnExtra", "ColumnGroup", "ColumnPutResult", "prepare_columns", "put_groups"]
 
 # (queue id, bodies, one key per message or None): one queue's part of a column put
 ColumnGroup = tuple[int, "Sequence[bytes] | PackedBodies", "Sequence[str] | None"]
+# properties and sys flag every message of a column put has (a committed transaction's), or None
+ColumnExtra = tuple[Mapping[str, str], int] | None
 
 _U16 = struct.Struct(">H")
 _FORBIDDEN = ("\x00", "\x01", "\x02", "\x03")
@@ -60,6 +62,7 @@ class ColumnBatch:
     born_ts: int
     born_host: int
     fixed: bool  # every record has the same size
+    sys_flag: int = 0  # e.g. TRANSACTION_COMMIT for a committed transaction's messages
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -99,7 +102,7 @@ class ColumnBatch:
 
     def _fill_header(self, hdr: np.ndarray, lo: int, hi: int, phys: np.ndarray, qoffs: np.ndarray, store_ts: int,
                      store_host: int) -> None:
-        """Every header field but BODY_LENGTH; flag, sys flag, reconsume times and prepared offset are 0."""
+        """Every header field but BODY_LENGTH; flag, reconsume times and prepared offset are 0."""
         hdr["total"] = self.sizes[lo:hi]
         hdr["magic"] = MESSAGE_MAGIC
         hdr["crc"] = self.crcs[lo:hi]
@@ -112,6 +115,7 @@ class ColumnBatch:
         hdr["store_host"] = store_host
         for name in _ZERO_FIELDS:
             hdr[name] = 0
+        hdr["sys_flag"] = self.sys_flag
 
     def _tail_len(self, i: int) -> int:
         tails = self.tails
@@ -156,61 +160,72 @@ def _topic_head(topic: str) -> bytes:
     return bytes((len(tb),)) + tb
 
 
-def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None) -> tuple[bytes | list[bytes] | np.ndarray,
-                                                                            np.ndarray | int]:
+def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None, extra: Mapping[str, str] | None = None,
+           ) -> tuple[bytes | list[bytes] | np.ndarray, np.ndarray | int]:
     """The part after each body: one shared tail without keys, else one per message; and the key
-    lengths (one for all when they are equal; 0 without keys)."""
+    lengths (one for all when they are equal; 0 without keys). ``extra``: properties every message
+    has, after TAGS and KEYS as the codec orders them (readers find those two first)."""
     tag_part = b""
     if tags:
         _check("tag", tags)
         tag_part = b"TAGS\x01" + tags.encode("utf-8") + b"\x02"
+    user = b""
+    for name, value in (extra or {}).items():
+        _check("property name", name)
+        _check("property value", value)
+        user += name.encode("utf-8") + b"\x01" + value.encode("utf-8") + b"\x02"
     if keys is None:
-        if len(tag_part) > MAX_PROPERTIES_BYTES:
-            raise InvalidMessageError(f"the tag takes {len(tag_part)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
-        return head + _U16.pack(len(tag_part)) + tag_part, 0
+        if len(tag_part) + len(user) > MAX_PROPERTIES_BYTES:
+            raise InvalidMessageError(f"the tag and properties take {len(tag_part) + len(user)} bytes; the limit "
+                                      f"is {MAX_PROPERTIES_BYTES}")
+        return head + _U16.pack(len(tag_part) + len(user)) + tag_part + user, 0
     n = len(keys)
     # every key, UTF-8, each followed by \x03: separators found by byte comparisons, no object per key
     raw = np.frombuffer(("\x03".join(keys) + "\x03").encode("utf-8"), np.uint8)
     width = len(raw) // n  # when every key has the same length: key bytes + separator per row
     if width > 1 and len(raw) == n * width and np.count_nonzero(raw <= 3) == n and (raw[width - 1::width] == 3).all():
-        return _key_rows(head, tag_part, raw.reshape(n, width)), width - 1  # (exactly the n separators, in place)
+        return _key_rows(head, tag_part, raw.reshape(n, width), user), width - 1  # (the n separators, in place)
     seps = np.flatnonzero(raw == 3)
     if len(seps) != n or np.count_nonzero(raw < 3):
         raise InvalidMessageError("a key holds control characters \\x00-\\x03")
     lens = np.diff(seps, prepend=-1) - 1
     if not lens.all():
         raise InvalidMessageError("a key is empty; every key must be non-empty")
-    fixed = len(tag_part) + 6  # "KEYS\x01" ... "\x02"
+    fixed = len(tag_part) + 6 + len(user)  # "KEYS\x01" ... "\x02"
     klen, top = int(lens[0]), int(lens.max())
     if top + fixed > MAX_PROPERTIES_BYTES:
         raise InvalidMessageError(f"a key makes properties longer than {MAX_PROPERTIES_BYTES} bytes")
     if top != int(lens.min()):
         pre = {k: head + _U16.pack(k + fixed) + tag_part + b"KEYS\x01" for k in np.unique(lens).tolist()}
         encoded = raw.tobytes().split(b"\x03")[:n]
-        return [pre[len(k)] + k + b"\x02" for k in encoded], lens
-    return _key_rows(head, tag_part, raw.reshape(n, klen + 1)), klen
+        return [pre[len(k)] + k + b"\x02" + user for k in encoded], lens
+    return _key_rows(head, tag_part, raw.reshape(n, klen + 1), user), klen
 
 
-def _key_rows(head: bytes, tag_part: bytes, keys: np.ndarray) -> np.ndarray:
-    """One tail per message, built by columns from ``keys`` (n rows: the key's bytes, then one spare byte)."""
+def _key_rows(head: bytes, tag_part: bytes, keys: np.ndarray, user: bytes = b"") -> np.ndarray:
+    """One tail per message, built by columns from ``keys`` (n rows: the key's bytes, then one spare
+    byte), then the ``user`` properties every message has."""
     n, width = keys.shape
-    fixed = len(tag_part) + 6  # "KEYS\x01" ... "\x02"
+    fixed = len(tag_part) + 6 + len(user)  # "KEYS\x01" ... "\x02"
     if width - 1 + fixed > MAX_PROPERTIES_BYTES:
         raise InvalidMessageError(f"a key makes properties longer than {MAX_PROPERTIES_BYTES} bytes")
     start = head + _U16.pack(width - 1 + fixed) + tag_part + b"KEYS\x01"
-    rows = np.empty((n, len(start) + width), np.uint8)
+    rows = np.empty((n, len(start) + width + len(user)), np.uint8)
     rows[:, :len(start)] = np.frombuffer(start, np.uint8)
-    rows[:, len(start):] = keys
-    rows[:, -1] = 2
+    rows[:, len(start):len(start) + width] = keys
+    rows[:, len(start) + width - 1] = 2
+    if user:
+        rows[:, len(start) + width:] = np.frombuffer(user, np.uint8)
     return rows
 
 
 def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
                     keys: Sequence[str] | None = None, tags: str | None = None, born_ts: int, born_host: int,
-                    max_size: int) -> ColumnBatch:
+                    max_size: int, extra: ColumnExtra = None) -> ColumnBatch:
     """Validate and pre-encode a column batch; raises before anything is written.
 
-    ``keys`` holds one key per message (or None); ``tags`` applies to every message.
+    ``keys`` holds one key per message (or None); ``tags`` applies to every message, and so do
+    ``extra``'s properties and sys flag.
     ``bodies`` may be packed (one buffer and offsets, see :mod:`.packed`): no object per body.
     """
     n = len(bodies)
@@ -220,7 +235,8 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
         raise InvalidMessageError(f"{len(keys)} keys for {n} bodies; give one key per message")
     if not 0 <= queue_id < 1 << 31:
         raise InvalidMessageError(f"queue id {queue_id} is out of range")
-    tails, key_lens = _tails(_topic_head(topic), tags, keys)
+    props, sys_flag = extra or ({}, 0)
+    tails, key_lens = _tails(_topic_head(topic), tags, keys, props)
     blens = bodies.lengths() if isinstance(bodies, PackedBodies) else np.fromiter(map(len, bodies), np.int64, n)
     if isinstance(tails, bytes):
         sizes = blens + (HEADER_SIZE + len(tails))
@@ -233,15 +249,16 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
         raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
     crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(crc32, bodies), np.uint32, n)
     fixed = low == top and (isinstance(key_lens, int) or int(blens.min()) == int(blens.max()))
-    return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed)
+    return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed,
+                       sys_flag)
 
 
 def put_groups(commitlog: CommitLog, wait_for: Callable[[int], None], topic: str, groups: Sequence[ColumnGroup],
-               tags: str | None, born_host: int, max_size: int) -> list[ColumnPutResult]:
+               tags: str | None, born_host: int, max_size: int, extra: ColumnExtra = None) -> list[ColumnPutResult]:
     """Prepare every group (raising before anything is written), append each, then wait for the flush."""
     born = int(time.time() * 1000)
     batches = [prepare_columns(topic, qid, bodies, keys=keys, tags=tags, born_ts=born, born_host=born_host,
-                               max_size=max_size) for qid, bodies, keys in groups]
+                               max_size=max_size, extra=extra) for qid, bodies, keys in groups]
     done = [(b, commitlog.append(b)) for b in batches]
     results = [ColumnPutResult(topic, b.queue_id, np.asarray(r.phy_offsets), int(r.queue_offsets[0]), b.sizes,
                                r.store_timestamp, commitlog.store_host) for b, r in done]

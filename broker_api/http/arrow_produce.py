@@ -44,16 +44,19 @@ from store.packed import PackedBodies
 from ..broker import Broker
 from ..errors import BadRequestError
 from ..topics import TopicConfig
+from ..tx_columns import ColumnFrame
 from .produce_answer import Answer, column_summary
 from .wire import check_count, load_json_produce, plain_json_bodies
 
-__all__ = ["ArrowColumns", "arrow_columns", "check_body_sizes", "produce_columns", "put_arrow_columns"]
+__all__ = ["ArrowColumns", "arrow_columns", "check_body_sizes", "column_frame", "produce_columns",
+           "put_arrow_columns"]
 
 _INLINE_PARSE_BYTES = 1 << 20  # bigger bodies are parsed off the event loop
 _INLINE_COLUMN_MESSAGES = 20_000  # bigger column puts run on the write pool even with ASYNC flush
 # Smaller JSON batches go through the produce batcher, which groups concurrent requests into one put.
 _MIN_JSON_COLUMN_MESSAGES = 64
 _MUST_BE_NULL = ("properties", "delay_level", "deliver_at_ms")
+_TAIL_ROOM = 2048  # header, topic, tag and transaction property of a record, with room to spare
 _OFFSETS = {pa.binary(): np.int32, pa.string(): np.int32, pa.large_binary(): np.int64, pa.large_string(): np.int64}
 
 
@@ -128,6 +131,37 @@ def arrow_columns(raw: bytes, max_messages: int) -> ArrowColumns | None:
             or not isinstance(qid, (int, type(None))):
         return None
     return ArrowColumns(bodies, keys, tags, qid)
+
+
+def column_frame(broker: Broker, cfg: TopicConfig, raw: bytes) -> ColumnFrame | None:
+    """A staged sink body as columns, every row's queue chosen as a produce chooses it
+    (:mod:`broker_api.tx_columns`); None when the body needs the per-message path, which
+    also names what is wrong with it. Everything the column put checks is checked here,
+    since it runs after the commit is decided."""
+    table = _read(raw)
+    if "body" not in table.column_names or any(
+            name in table.column_names and table.column(name).null_count != table.num_rows for name in _MUST_BE_NULL):
+        return None
+    bodies = _packed(table.column("body"))
+    keys_ok, keys = _keys(table)
+    tags_ok, tags = _one_value(table, "tags")
+    if bodies is None or not len(bodies) or not (keys_ok and tags_ok) or not isinstance(tags, (str, type(None))):
+        return None
+    text = (tags or "") + ("".join(keys) if keys else "")
+    longest_key = max(map(len, keys)) * 4 if keys else 0
+    if any(c in text for c in "\x00\x01\x02\x03") or \
+            int(bodies.lengths().max()) + longest_key + _TAIL_ROOM > broker.settings.store.max_message_bytes:
+        return None
+    if "queue_id" in table.column_names and table.column("queue_id").null_count != table.num_rows:
+        col = table.column("queue_id")
+        if col.null_count or not pa.types.is_integer(col.type):
+            return None
+        qids = col.to_numpy().astype(np.int64)
+        if int(qids.min()) < 0 or int(qids.max()) >= cfg.queues:
+            return None
+    else:
+        qids = _queues(broker, cfg, ArrowColumns(bodies, keys, tags, None))
+    return ColumnFrame(cfg.name, bodies, keys, tags, qids)
 
 
 def check_body_sizes(broker: Broker, cols: ArrowColumns) -> None:

@@ -12,7 +12,9 @@ from store import Message
 
 from ..broker import Broker
 from ..errors import BadRequestError
+from ..tx_columns import ColumnFrame, ColumnParser
 from ..tx_sinks import Parser
+from .arrow_produce import column_frame
 from .messages import _to_messages
 from .schemas import RequestBody
 from .wire import parse_arrow_produce
@@ -51,6 +53,15 @@ def _parser(broker: Broker) -> Parser:
     return parse
 
 
+def _columns(broker: Broker) -> ColumnParser:
+    """How a commit turns a staged body into columns when it can (queues chosen as a produce would)."""
+
+    def columns(topic: str, raw: bytes) -> ColumnFrame | None:
+        return column_frame(broker, broker.topics.for_produce(topic), raw)
+
+    return columns
+
+
 def _check_sink(sink_id: str) -> None:
     if not _SINK.match(sink_id):
         raise BadRequestError(f"sink id {sink_id!r} is invalid; use 1-255 characters from A-Z a-z 0-9 _ . : -")
@@ -62,7 +73,7 @@ async def end_transaction(tx_id: str, body: TransactionAction, request: Request)
     broker = _broker(request)
     tx = broker.transactions
     if body.action == "commit":
-        return await broker.gate.run(tx.commit, tx_id, _parser(broker), offload=True)
+        return await broker.gate.run(tx.commit, tx_id, _parser(broker), _columns(broker), offload=True)
     return await broker.gate.run(tx.rollback, tx_id, offload=True)
 
 
@@ -79,7 +90,7 @@ async def sink_commit(sink_id: str, body: SinkBatch, request: Request,
     _check_sink(sink_id)
     broker = _broker(request)
     return await broker.gate.run(broker.transactions.sink_commit, sink_id, batch_id, body.transaction_ids,
-                                 _parser(broker), offload=True)
+                                 _parser(broker), _columns(broker), offload=True)
 
 
 @router.post("/v1/sinks/{sink_id}/batches/{batch_id}/abort", summary="Abort a sink batch")

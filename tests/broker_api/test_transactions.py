@@ -177,3 +177,42 @@ def test_a_journal_left_over_after_a_snapshot_is_not_applied_twice(tmp_path: Any
         again.stop()
     finally:
         store.shutdown()
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def test_a_sink_batch_of_staged_bodies_keeps_keys_tags_queues_and_properties(client: httpx.Client) -> None:
+    # by columns (one key per row, one tag, a queue per row) and by messages (a property per row)
+    client.post("/v1/topics", json={"name": "sinkcols", "queues": 4}).raise_for_status()
+    arrow = {"Content-Type": "application/vnd.apache.arrow.stream"}
+    columnar = pa.table({"body": pa.array([b"c0", b"c1", b"c2"], pa.binary()),
+                         "keys": pa.array(["k0", "key-1", "k2"]), "tags": pa.array(["T", "T", "T"]),
+                         "queue_id": pa.array([2, 0, 2], pa.int32())})
+    per_row = pa.table({"body": pa.array([b"p0", b"p1"], pa.binary()),
+                        "properties": pa.array([[("a", "1")], [("a", "2")]], pa.map_(pa.string(), pa.string()))})
+    txids = []
+    for table in (columnar, per_row):
+        r = client.post("/v1/topics/sinkcols/messages", params={"transactional": "true", "staging": "raw"},
+                        content=_ipc(table), headers=arrow)
+        assert r.status_code == 200, r.text
+        txids.append(r.json()["transaction_id"])
+    assert _count(client, "sinkcols") == 0  # staged, not appended
+    r = client.post("/v1/sinks/cols/batches/0/commit", json={"transaction_ids": txids})
+    assert r.json() == {"status": "committed", "messages": 5}
+    _wait_count(client, "sinkcols", 5)
+    got = {}
+    for q in range(4):
+        page = client.get(f"/v1/topics/sinkcols/queues/{q}/messages", params={"offset": 0, "max_messages": 10}).json()
+        for m in page["messages"]:
+            got[m["body"]] = (q, m["keys"], m["tags"], m["properties"])
+    assert got["c0"] == (2, ["k0"], "T", {"sparkmq.tx_id": txids[0]})
+    assert got["c1"] == (0, ["key-1"], "T", {"sparkmq.tx_id": txids[0]})
+    assert got["c2"][:2] == (2, ["k2"])
+    assert got["p0"][3] == {"a": "1", "sparkmq.tx_id": txids[1]} and got["p1"][3]["a"] == "2"
+    again = client.post("/v1/sinks/cols/batches/0/commit", json={"transaction_ids": txids})
+    assert again.json()["status"] == "already_committed" and _count(client, "sinkcols") == 5

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from broker_api.settings import TransactionsSection
 from broker_api.transactions import TX_PROPERTY, TransactionService
-from store import Message, MessageStore, StoreConfig
+from store import Message, MessageStore, StoreConfig, SysFlag
 
 
 def _store(root: Path) -> MessageStore:
@@ -91,6 +91,64 @@ def test_raw_arrow_bodies_are_parsed_at_commit_and_a_bad_one_leaves_the_batch_op
         assert again.sink_commit("s", 0, [retry], parse)["messages"] == 3
         got = [m.body for q in (0, 1) for m in store.get_messages("t", q, 0, 9).messages]
         assert sorted(got) == [b"a", b"b", b"c"] and list((meta / "tx-spool").iterdir()) == []
+        again.stop()
+    finally:
+        store.shutdown()
+
+
+def test_a_commit_by_columns_is_finished_exactly_once_after_a_crash_mid_publish(tmp_path: Path) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from broker_api.tx_columns import ColumnFrame, publish_frames, read_frames
+    from store.packed import PackedBodies
+
+    def body(values: list[bytes], queues: list[int]) -> bytes:
+        table = pa.table({"body": pa.array(values, pa.binary()), "queue_id": pa.array(queues, pa.int32())})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return bytes(sink.getvalue().to_pybytes())
+
+    def columns(topic: str, raw: bytes) -> ColumnFrame:  # what the broker's parser gives for such a body
+        table = pa.ipc.open_stream(raw).read_all()
+        return ColumnFrame(topic, PackedBodies.from_bytes(table.column("body").to_pylist()), None, "T",
+                           table.column("queue_id").to_numpy().astype(np.int64))
+
+    def no_messages(topic: str, raw: bytes) -> list[Message]:
+        raise AssertionError("every body has the column shape: no row is parsed into a message")
+
+    store = _store(tmp_path / "store")
+    meta = tmp_path / "config"
+    try:
+        tx = TransactionService(store, meta, TransactionsSection())
+        tx.start()
+        tx_id = tx.stage_raw("t", body([b"a0", b"b1", b"c0", b"d1"], [0, 1, 0, 1]), 4, None)
+        tx.stage_raw("t", body([b"e1", b"f0"], [1, 0]), 2, tx_id)
+        staged = tx._get(tx_id)
+        tx.prepare_raw([staged], no_messages, columns)
+        tx._decide([staged], "committed", ("sink", 7))
+        frames = read_frames(tx._spool.columns_path(tx_id))
+        assert [len(f) for f in frames] == [4, 2] and [f.tags for f in frames] == ["T", "T"]
+        # the crash: the first body's rows reached the CommitLog, the second's did not, nothing was journaled
+        assert publish_frames(store, frames[:1], {TX_PROPERTY: tx_id}) == 4
+        tx.stop()
+        store.shutdown()
+
+        store = _store(tmp_path / "store")  # the broker starts again
+        again = TransactionService(store, meta, TransactionsSection())
+        again.start()  # finds the decided, unpublished commit: counts the 4 rows, appends the other 2
+        assert again.describe(tx_id)["published"] is True
+        assert again.sink_info("sink")["last_batch_id"] == 7
+        assert again.sink_commit("sink", 7, [])["status"] == "already_committed"
+        stored = {q: store.get_messages("t", q, 0, 10).messages for q in (0, 1)}
+        assert [m.body for m in stored[0]] == [b"a0", b"c0", b"f0"]  # each row once, in the queue chosen
+        assert [m.body for m in stored[1]] == [b"b1", b"d1", b"e1"]
+        assert {m.properties.get(TX_PROPERTY) for q in (0, 1) for m in stored[q]} == {tx_id}
+        assert {m.tags for q in (0, 1) for m in stored[q]} == {"T"}
+        flags = [int(f) for b in store.read_dispatch_batches(0) for f in b.sys_flags]
+        assert flags == [int(SysFlag.TRANSACTION_COMMIT)] * 6  # as the per-message commit writes them
+        assert not any((meta / "tx-spool").iterdir())  # the frames are gone once published
         again.stop()
     finally:
         store.shutdown()

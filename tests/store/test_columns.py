@@ -119,3 +119,19 @@ def test_column_groups_land_in_their_queues_or_none_do(open_store: Callable[...,
     with pytest.raises(InvalidMessageError):  # the second group is bad: the first is not written either
         store.put_column_groups("t", [(0, packed, None), (1, packed, ["k"] * 9 + ["bad\x01"])])
     assert store.commitlog.max_offset() == before
+
+
+@pytest.mark.parametrize("keys", [None, ["k1", "k2", "k3"], ["k", "longer key", "k3"]])
+def test_a_column_put_can_give_every_message_properties_and_a_sys_flag(open_store: Callable[..., MessageStore],
+                                                                       keys: list[str] | None) -> None:
+    # what a committed exactly-once sink batch is appended with
+    store = open_store(flush_mode="async")
+    extra = ({"sparkmq.tx_id": "tx-1", "origin": "sink"}, 8)
+    res = store.put_column_groups("orders", [(1, [b"a", b"bb", b"ccc"], keys)], "TagA", extra)[0]
+    for i, msg_id in enumerate(res.msg_ids()):
+        m = store.get_message(msg_id)
+        assert m.body == [b"a", b"bb", b"ccc"][i] and m.tags == "TagA" and m.sys_flag == 8
+        assert m.properties["sparkmq.tx_id"] == "tx-1" and m.properties["origin"] == "sink"
+        assert m.keys == ((keys[i],) if keys else ())
+    with pytest.raises(InvalidMessageError, match="control characters"):
+        store.put_column_groups("orders", [(1, [b"x"], None)], None, ({"p": "bad\x01value"}, 8))
