@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from store import (
     StoreError,
     SysFlag,
 )
+from store.codec import prepare_batch
 from store.schedule import REAL_TOPIC
 
 from .errors import TransactionNotFoundError, TransactionStateError
@@ -215,6 +216,9 @@ class TransactionService(SinkBatches):
             record: dict[str, Any] = {"op": "add", "tx": tx_id, "ts": now}
             if (tx.staged if tx is not None else not check_url):
                 done = tx.messages if tx is not None else 0
+                marker = {TX_PROPERTY: tx_id}  # refused now what the commit could not append later
+                prepare_batch([replace(m, properties={**m.properties, **marker}) for m in messages], now, 0,
+                              self._store.max_message_bytes)
                 self._spool.append(tx_id, messages, now)
                 record["staged"] = len(messages)
                 results = [PutResult(f"{tx_id}-{done + i}", m.topic, m.queue_id, -1, 0, 0, now)

@@ -23,7 +23,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from store import Message, SysFlag
+from store import Message, MessageStore, SysFlag
+from store.codec import prepare_batch
 
 from .errors import BadRequestError, TransactionStateError
 from .tx_columns import ColumnParser, write_frames
@@ -42,6 +43,7 @@ class _Host(Protocol):
     _sinks: dict[str, dict[int, dict[str, Any]]]
     _txs: dict[str, Any]
     _spool: TxSpool
+    _store: MessageStore
 
     def _get(self, tx_id: str) -> Any: ...
     def _open_tx(self, tx_id: str) -> Any: ...
@@ -92,6 +94,8 @@ class SinkBatches:
             for m in messages:  # as the commit appends them (freshly parsed, ours to change)
                 m.properties = {**m.properties, **marker} if m.properties else marker
                 m.sys_flag = _COMMIT
+            # what the store would refuse (a tag too long, a bad key) fails now, not after the decision
+            prepare_batch(messages, 0, 0, self._store.max_message_bytes)
             self._spool.replace(tx.tx_id, messages, int(time.time() * 1000))
             self._log({"op": "parsed", "tx": tx.tx_id})
             self._spool.drop_raw(tx.tx_id)

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from starlette.responses import Response
 
 from store import ColumnPutResult, InvalidMessageError, MessageTooLargeError, PutResult
-from store.codec import make_msg_ids
+from store.codec import MAX_PROPERTIES_BYTES, make_msg_ids
 from store.errors import FlushTimeoutError
 from store.packed import PackedBodies
 
@@ -56,7 +56,7 @@ _INLINE_COLUMN_MESSAGES = 20_000  # bigger column puts run on the write pool eve
 # Smaller JSON batches go through the produce batcher, which groups concurrent requests into one put.
 _MIN_JSON_COLUMN_MESSAGES = 64
 _MUST_BE_NULL = ("properties", "delay_level", "deliver_at_ms")
-_TAIL_ROOM = 2048  # header, topic, tag and transaction property of a record, with room to spare
+_TAIL_ROOM = 1024  # a record's header, topic, separators and transaction property, with room to spare
 _OFFSETS = {pa.binary(): np.int32, pa.string(): np.int32, pa.large_binary(): np.int64, pa.large_string(): np.int64}
 
 
@@ -148,9 +148,9 @@ def column_frame(broker: Broker, cfg: TopicConfig, raw: bytes) -> ColumnFrame | 
     if bodies is None or not len(bodies) or not (keys_ok and tags_ok) or not isinstance(tags, (str, type(None))):
         return None
     text = (tags or "") + ("".join(keys) if keys else "")
-    longest_key = max(map(len, keys)) * 4 if keys else 0
-    if any(c in text for c in "\x00\x01\x02\x03") or \
-            int(bodies.lengths().max()) + longest_key + _TAIL_ROOM > broker.settings.store.max_message_bytes:
+    props = len(text.encode("utf-8")) if not keys else len((tags or "").encode()) + 4 * max(map(len, keys))
+    if any(c in text for c in "\x00\x01\x02\x03") or props + _TAIL_ROOM > MAX_PROPERTIES_BYTES or \
+            int(bodies.lengths().max()) + props + _TAIL_ROOM > broker.settings.store.max_message_bytes:
         return None
     if "queue_id" in table.column_names and table.column("queue_id").null_count != table.num_rows:
         col = table.column("queue_id")

@@ -216,3 +216,21 @@ def test_a_sink_batch_of_staged_bodies_keeps_keys_tags_queues_and_properties(cli
     assert got["p0"][3] == {"a": "1", "sparkmq.tx_id": txids[1]} and got["p1"][3]["a"] == "2"
     again = client.post("/v1/sinks/cols/batches/0/commit", json={"transaction_ids": txids})
     assert again.json()["status"] == "already_committed" and _count(client, "sinkcols") == 5
+
+
+def test_a_staged_body_the_store_would_refuse_fails_the_commit_before_anything_is_decided(
+        client: httpx.Client) -> None:
+    # a 40,000-character tag: refused at commit, before the decision (never half published after it)
+    client.post("/v1/topics", json={"name": "sinkbig", "queues": 2}).raise_for_status()
+    big = pa.table({"body": pa.array([b"x", b"y"], pa.binary()), "tags": pa.array(["t" * 40_000] * 2)})
+    r = client.post("/v1/topics/sinkbig/messages", params={"transactional": "true", "staging": "raw"},
+                    content=_ipc(big), headers={"Content-Type": "application/vnd.apache.arrow.stream"})
+    tx_id = r.json()["transaction_id"]
+    r = client.post("/v1/sinks/big/batches/0/commit", json={"transaction_ids": [tx_id]})
+    assert r.status_code == 400, r.text
+    assert client.get(f"/v1/transactions/{tx_id}").json()["state"] == "open" and _count(client, "sinkbig") == 0
+    assert client.get("/v1/sinks/big").json()["last_batch_id"] is None
+    # a transactional JSON produce of such a message is refused when it is staged
+    r = client.post("/v1/topics/sinkbig/messages",
+                    json={"transactional": True, "messages": [{"body": "x", "tags": "t" * 40_000}]})
+    assert r.status_code == 400 and "properties take" in r.json()["message"]
