@@ -51,7 +51,8 @@ class PackedBodies:
         lengths = self.lengths()[rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        if len(rows) and (lengths == lengths[0]).all():
+        every = self.lengths()
+        if len(rows) and (every == every[0]).all():  # matrix() needs every body, not only these, of one length
             return PackedBodies(self.matrix()[rows].reshape(-1), offsets)
         return PackedBodies(np.frombuffer(b"".join([self.views()[i] for i in rows.tolist()]), np.uint8), offsets)
 
