@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from store import Message, MessageStore, SysFlag
 from store.codec import prepare_batch
+from store.columns import check_columns
 
 from .errors import BadRequestError, TransactionStateError
 from .tx_columns import ColumnParser, write_frames
@@ -82,7 +83,11 @@ class SinkBatches:
             staged = self._spool.read_raw(tx.tx_id)
             frames = [columns(topic, body) for topic, body in staged] if columns is not None else [None]
             if all(f is not None for f in frames) and sum(len(f) for f in frames if f is not None) == tx.raw:
-                write_frames(self._spool.columns_path(tx.tx_id), [f for f in frames if f is not None])
+                ready = [f for f in frames if f is not None]
+                for f in ready:  # what the store would refuse fails now, not after the decision
+                    check_columns(f.topic, f.bodies, keys=f.keys, tags=f.tags, max_size=self._store.max_message_bytes,
+                                  extra=({TX_PROPERTY: tx.tx_id}, _COMMIT))
+                write_frames(self._spool.columns_path(tx.tx_id), ready)
                 self._log({"op": "parsed", "tx": tx.tx_id})
                 self._spool.drop_raw(tx.tx_id)
                 continue

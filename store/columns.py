@@ -36,7 +36,8 @@ from .packed import PackedBodies
 if TYPE_CHECKING:
     from .commitlog import CommitLog
 
-__all__ = ["ColumnBatch", "ColumnExtra", "ColumnGroup", "ColumnPutResult", "prepare_columns", "put_groups"]
+__all__ = ["ColumnBatch", "ColumnExtra", "ColumnGroup", "ColumnPutResult", "check_columns", "prepare_columns",
+           "put_groups"]
 
 # (queue id, bodies, one key per message or None): one queue's part of a column put
 ColumnGroup = tuple[int, "Sequence[bytes] | PackedBodies", "Sequence[str] | None"]
@@ -219,6 +220,35 @@ def _key_rows(head: bytes, tag_part: bytes, keys: np.ndarray, user: bytes = b"")
     return rows
 
 
+def _sized(topic: str, bodies: Sequence[bytes] | PackedBodies, keys: Sequence[str] | None, tags: str | None,
+           props: Mapping[str, str], max_size: int) -> tuple[bytes | list[bytes] | np.ndarray, np.ndarray | int,
+                                                             np.ndarray, np.ndarray]:
+    """(tails, key lengths, body lengths, record sizes) of a column batch; raises what the store refuses."""
+    n = len(bodies)
+    if not n:
+        raise InvalidMessageError("a column batch needs at least one message")
+    if keys is not None and len(keys) != n:
+        raise InvalidMessageError(f"{len(keys)} keys for {n} bodies; give one key per message")
+    tails, key_lens = _tails(_topic_head(topic), tags, keys, props)
+    blens = bodies.lengths() if isinstance(bodies, PackedBodies) else np.fromiter(map(len, bodies), np.int64, n)
+    if isinstance(tails, bytes):
+        sizes = blens + (HEADER_SIZE + len(tails))
+    else:  # the first tail holds the first key: the others differ by their key's length
+        first_key = key_lens if isinstance(key_lens, int) else int(key_lens[0])
+        sizes = blens + key_lens + (HEADER_SIZE + len(tails[0]) - first_key)
+    if int(sizes.max()) > max_size:
+        i = int(np.argmax(sizes > max_size))
+        raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
+    return tails, key_lens, blens, sizes
+
+
+def check_columns(topic: str, bodies: Sequence[bytes] | PackedBodies, *, keys: Sequence[str] | None = None,
+                  tags: str | None = None, max_size: int, extra: ColumnExtra = None) -> None:
+    """Raise what :func:`prepare_columns` would raise for these columns, without their CRCs (a
+    transaction checks its rows before its commit is decided and appends them after)."""
+    _sized(topic, bodies, keys, tags, (extra or ({}, 0))[0], max_size)
+
+
 def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
                     keys: Sequence[str] | None = None, tags: str | None = None, born_ts: int, born_host: int,
                     max_size: int, extra: ColumnExtra = None) -> ColumnBatch:
@@ -228,26 +258,12 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
     ``extra``'s properties and sys flag.
     ``bodies`` may be packed (one buffer and offsets, see :mod:`.packed`): no object per body.
     """
-    n = len(bodies)
-    if not n:
-        raise InvalidMessageError("a column batch needs at least one message")
-    if keys is not None and len(keys) != n:
-        raise InvalidMessageError(f"{len(keys)} keys for {n} bodies; give one key per message")
     if not 0 <= queue_id < 1 << 31:
         raise InvalidMessageError(f"queue id {queue_id} is out of range")
     props, sys_flag = extra or ({}, 0)
-    tails, key_lens = _tails(_topic_head(topic), tags, keys, props)
-    blens = bodies.lengths() if isinstance(bodies, PackedBodies) else np.fromiter(map(len, bodies), np.int64, n)
-    if isinstance(tails, bytes):
-        sizes = blens + (HEADER_SIZE + len(tails))
-    else:  # the first tail holds the first key: the others differ by their key's length
-        first_key = key_lens if isinstance(key_lens, int) else int(key_lens[0])
-        sizes = blens + key_lens + (HEADER_SIZE + len(tails[0]) - first_key)
+    tails, key_lens, blens, sizes = _sized(topic, bodies, keys, tags, props, max_size)
     top, low = int(sizes.max()), int(sizes.min())
-    if top > max_size:
-        i = int(np.argmax(sizes > max_size))
-        raise MessageTooLargeError(f"message {i} encodes to {int(sizes[i])} bytes; the limit is {max_size} bytes")
-    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(crc32, bodies), np.uint32, n)
+    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(crc32, bodies), np.uint32, len(bodies))
     fixed = low == top and (isinstance(key_lens, int) or int(blens.min()) == int(blens.max()))
     return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed,
                        sys_flag)

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from starlette.responses import Response
 
 from store import ColumnPutResult, InvalidMessageError, MessageTooLargeError, PutResult
-from store.codec import MAX_PROPERTIES_BYTES, make_msg_ids
+from store.codec import make_msg_ids
 from store.errors import FlushTimeoutError
 from store.packed import PackedBodies
 
@@ -56,7 +56,6 @@ _INLINE_COLUMN_MESSAGES = 20_000  # bigger column puts run on the write pool eve
 # Smaller JSON batches go through the produce batcher, which groups concurrent requests into one put.
 _MIN_JSON_COLUMN_MESSAGES = 64
 _MUST_BE_NULL = ("properties", "delay_level", "deliver_at_ms")
-_TAIL_ROOM = 1024  # a record's header, topic, separators and transaction property, with room to spare
 _OFFSETS = {pa.binary(): np.int32, pa.string(): np.int32, pa.large_binary(): np.int64, pa.large_string(): np.int64}
 
 
@@ -115,43 +114,40 @@ def _keys(table: pa.Table) -> tuple[bool, list[str] | None]:
     return ("" not in keys), keys
 
 
+def _shape(table: pa.Table) -> tuple[PackedBodies, list[str] | None, str | None] | None:
+    """(bodies, keys, tag) when the table has the column put's shape but for its queue ids, else None."""
+    if any(name in table.column_names and table.column(name).null_count != table.num_rows for name in _MUST_BE_NULL):
+        return None
+    bodies = _packed(table.column("body"))
+    keys_ok, keys = _keys(table)
+    tags_ok, tags = _one_value(table, "tags")
+    if bodies is None or not (keys_ok and tags_ok) or not isinstance(tags, (str, type(None))):
+        return None
+    return bodies, keys, tags
+
+
 def arrow_columns(raw: bytes, max_messages: int) -> ArrowColumns | None:
     """The request as columns, or None when it needs the per-message path."""
     table = _read(raw)
     if "body" not in table.column_names:
         raise BadRequestError("the Arrow stream needs a 'body' column (binary or string)")
     check_count(table.num_rows, max_messages)
-    if any(name in table.column_names and table.column(name).null_count != table.num_rows for name in _MUST_BE_NULL):
-        return None
-    bodies = _packed(table.column("body"))
-    keys_ok, keys = _keys(table)
-    tags_ok, tags = _one_value(table, "tags")
+    shape = _shape(table)
     qid_ok, qid = _one_value(table, "queue_id")
-    if bodies is None or not (keys_ok and tags_ok and qid_ok) or not isinstance(tags, (str, type(None))) \
-            or not isinstance(qid, (int, type(None))):
+    if shape is None or not qid_ok or not isinstance(qid, (int, type(None))):
         return None
-    return ArrowColumns(bodies, keys, tags, qid)
+    return ArrowColumns(*shape, qid)
 
 
 def column_frame(broker: Broker, cfg: TopicConfig, raw: bytes) -> ColumnFrame | None:
     """A staged sink body as columns, every row's queue chosen as a produce chooses it
     (:mod:`broker_api.tx_columns`); None when the body needs the per-message path, which
-    also names what is wrong with it. Everything the column put checks is checked here,
-    since it runs after the commit is decided."""
+    also names what is wrong with it."""
     table = _read(raw)
-    if "body" not in table.column_names or any(
-            name in table.column_names and table.column(name).null_count != table.num_rows for name in _MUST_BE_NULL):
+    shape = _shape(table) if "body" in table.column_names and table.num_rows else None
+    if shape is None:
         return None
-    bodies = _packed(table.column("body"))
-    keys_ok, keys = _keys(table)
-    tags_ok, tags = _one_value(table, "tags")
-    if bodies is None or not len(bodies) or not (keys_ok and tags_ok) or not isinstance(tags, (str, type(None))):
-        return None
-    text = (tags or "") + ("".join(keys) if keys else "")
-    props = len(text.encode("utf-8")) if not keys else len((tags or "").encode()) + 4 * max(map(len, keys))
-    if any(c in text for c in "\x00\x01\x02\x03") or props + _TAIL_ROOM > MAX_PROPERTIES_BYTES or \
-            int(bodies.lengths().max()) + props + _TAIL_ROOM > broker.settings.store.max_message_bytes:
-        return None
+    bodies, keys, tags = shape
     if "queue_id" in table.column_names and table.column("queue_id").null_count != table.num_rows:
         col = table.column("queue_id")
         if col.null_count or not pa.types.is_integer(col.type):
