@@ -15,6 +15,7 @@ be) are marked ``slow``: the caller parses those one by one with
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,8 @@ _TAGS = np.frombuffer(b"TAGS\x01", np.uint8)
 _KEYS = np.frombuffer(b"KEYS\x01", np.uint8)
 _GUESS_MAX = 64  # a guessed span longer than this is probed instead
 _WIDTHS = (16, 256)  # probe widths for a tag's or key's end; longer ones take the slow path
+_SEPARATOR = re.compile(rb"[\x00-\x03]")
+_MATRIX_BYTES = 1 << 12  # all_same compares at most this many bytes as one index matrix
 
 
 @dataclass(slots=True)
@@ -145,29 +148,53 @@ def _uniform_spans(u8: np.ndarray, p0: np.ndarray, pe: np.ndarray) -> PropSpans 
     plen, stride = int(pe[0] - p0[0]), int(p0[1] - p0[0])
     if plen <= 0 or stride < plen or not ((pe - p0) == plen).all() or not (np.diff(p0) == stride).all():
         return None
-    one = _probe_spans(u8, p0[:1], pe[:1])
-    if one.slow[0]:
-        return None
     first = int(p0[0])
+    raw = u8[first:first + plen].tobytes()
+    one = _row_spans(raw)
+    if one is None:
+        return None
+    tag_start, tag_end, key_start, key_end, rest_start = one
     rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n, plen), strides=(stride, 1))
-    seps = np.flatnonzero(rows[0] <= 3)
+    seps = [m.start() for m in _SEPARATOR.finditer(raw)]
     # where a reserved name ("TAGS", "KEYS") is looked for: at the start, and after row 0's tag
-    spots = [0] + ([int(one.tag_end[0]) + 1 - first] if one.tag_start[0] >= 0 else [])
-    names = [at + i for at in spots for i in range(5) if at + i < plen]
-    fixed = np.union1d(seps, np.array(names, np.int64))
+    spots = [0] + ([tag_end + 1] if tag_start >= 0 else [])
+    fixed = np.array(sorted({*seps, *(at + i for at in spots for i in range(5) if at + i < plen)}), np.int64)
     if not (rows[:, fixed] == rows[0, fixed]).all() or np.count_nonzero(rows <= 3) != n * len(seps):
         return None
 
-    def shifted(col: np.ndarray) -> np.ndarray:
-        return p0 + (int(col[0]) - first) if col[0] >= 0 else np.full(n, -1, np.int64)
+    def shifted(at: int) -> np.ndarray:
+        return p0 + at if at >= 0 else np.full(n, -1, np.int64)
 
-    return PropSpans(shifted(one.tag_start), shifted(one.tag_end), shifted(one.key_start), shifted(one.key_end),
-                     shifted(one.rest_start), np.zeros(n, bool))
+    return PropSpans(shifted(tag_start), shifted(tag_end), shifted(key_start), shifted(key_end),
+                     shifted(rest_start), np.zeros(n, bool))
+
+
+def _row_spans(raw: bytes) -> tuple[int, int, int, int, int] | None:
+    """One record's spans, as offsets into its properties ``raw`` (-1: absent): (tag start, tag end,
+    key start, key end, user pairs start).  The same answer :func:`_probe_spans` gives for one row,
+    without numpy's fixed costs; None where that would mark the row ``slow``."""
+    at, tag, key = 0, (-1, -1), (-1, -1)
+    for name in (b"TAGS\x01", b"KEYS\x01"):
+        if not raw.startswith(name, at) or at + len(name) >= len(raw):
+            continue
+        start = at + len(name)
+        end = _SEPARATOR.search(raw, start)
+        if end is None or end.group() != b"\x02" or end.start() == start:  # several keys, or an empty span
+            return None
+        if name == b"TAGS\x01":
+            tag = (start, end.start())
+        else:
+            key = (start, end.start())
+        at = end.start() + 1
+    return (*tag, *key, at)
 
 
 def all_same(u8: np.ndarray, start: np.ndarray, length: int) -> bool:
     """Whether the ``length`` bytes at every ``start`` equal those at ``start[0]`` (a byte column at a time)."""
     first = int(start[0])
+    if len(start) * length <= _MATRIX_BYTES:  # small: one gather, not a numpy call per byte
+        mat = u8.take(start[:, None] + np.arange(length))
+        return bool((mat == u8[first:first + length]).all())
     return all(bool((u8.take(start + i) == u8[first + i]).all()) for i in range(length))
 
 

@@ -214,3 +214,30 @@ def test_equal_size_records_of_any_structures_scan_like_the_decoder(base: str, t
         body = b"x" * max(0, target + 40 - len(_encode([m])))
         msgs.append(Message(topic=m.topic, body=body, keys=m.keys, tags=m.tags, properties=m.properties))
     _check(msgs)
+
+
+_PROP_PARTS = st.sampled_from([b"TAGS\x01", b"KEYS\x01", b"\x01", b"\x02", b"\x03", b"\x00", b"a", b"TagA", b"k1",
+                               b"p\x01v\x02", b"x" * 300])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PROP_PARTS, max_size=8).map(b"".join))
+def test_one_records_spans_parsed_in_python_match_the_vectorised_probe(raw: bytes) -> None:
+    """A run of records laid out alike is parsed from its first record with plain bytes methods
+    (small dispatch rounds pay no numpy calls for it); for any properties bytes the answer must be the
+    vectorised probe's spans.  Where the probe gives up ("slow": several keys, or a tag longer than
+    its widest probe) the parser gives up too, or places the record as the decoder splits it."""
+    from store.props_scan import _probe_spans, _row_spans
+
+    u8 = np.frombuffer(b"\xff" * 7 + raw + b"\x02", np.uint8)
+    probe = _probe_spans(u8, np.array([7], np.int64), np.array([7 + len(raw)], np.int64))
+    got = _row_spans(raw)
+    if probe.slow[0]:
+        if got is not None:
+            keys, tags, rest = codec.split_properties(raw)
+            tag = raw[got[0]:got[1]].decode() if got[0] >= 0 else None
+            key = (raw[got[2]:got[3]].decode(),) if got[2] >= 0 else ()
+            assert (tag, key, raw[got[4]:]) == (tags, keys, rest)
+        return
+    spans = (probe.tag_start[0], probe.tag_end[0], probe.key_start[0], probe.key_end[0], probe.rest_start[0])
+    assert got == tuple(int(s) - 7 if s >= 0 else -1 for s in spans)
