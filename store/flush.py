@@ -32,6 +32,7 @@ __all__ = ["AsyncFlushService", "GroupCommitService", "LogicsFlushService", "Flu
 _log = logging.getLogger(__name__)
 _PAGE = 4096
 _REPUT_IDLE_S = 0.001  # SYNC: how long a served group's reput wake-up may wait for the next group
+_REPUT_PACE_S = 0.001  # SYNC: while groups keep coming, the reput is woken at most this often
 
 
 class FlushStats:
@@ -170,7 +171,7 @@ class GroupCommitService(_Service):
     while an fdatasync runs pile up for the next one, so the group grows
     with the load.  Waking a put costs one lock release, with no shared lock
     to re-acquire, so the cost per put does not grow with the group.
-    ``on_flushed`` runs once per group (the store wakes the reput there, not
+    ``on_flushed`` runs after groups, paced (the store wakes the reput there, not
     once per put).  A coroutine (``wait_async``) waits on a future instead of a
     lock: the group's futures of one event loop are settled by one
     ``call_soon_threadsafe``.  stop() answers every waiter: the last fdatasync
@@ -186,7 +187,7 @@ class GroupCommitService(_Service):
         self._pending: list[_Request | _LoopWaiter] = []
         self._work = threading.Event()
         self._closed = True  # not running: puts flush inline
-        self.on_flushed: Callable[[], None] = lambda: None  # after each group: the store wakes the reput
+        self.on_flushed: Callable[[], None] = lambda: None  # after groups (paced): the store wakes the reput
 
     def _wake(self) -> None:
         self._work.set()
@@ -292,26 +293,29 @@ class GroupCommitService(_Service):
         return True
 
     def _run(self) -> None:
-        """Serve groups.  The reput (``on_flushed``) is woken for a served group when the next
-        group's fdatasync starts, so it dispatches while the disk works and not while the woken
-        puts want the GIL back; or after ``_REPUT_IDLE_S`` when no next group comes."""
-        due = False
+        """Serve groups.  The reput (``on_flushed``) is woken for served groups when a later group's
+        fdatasync starts, so it dispatches while the disk works and not while the woken puts want the
+        GIL back; at most every ``_REPUT_PACE_S`` while groups keep coming (RocketMQ's reput also
+        sleeps 1 ms between rounds), so one round dispatches several groups and its fixed cost is paid
+        once for them; and ``_REPUT_IDLE_S`` after the last group when no next one comes."""
+        due, woke = False, 0.0
         while not self._stop.is_set():
             if not self._work.wait(_REPUT_IDLE_S if due else None):
                 self.on_flushed()
-                due = False
+                due, woke = False, time.monotonic()
                 continue
             reqs = self._take()
-            if due:  # the last group is dispatched while this one's fdatasync runs
+            if due and time.monotonic() - woke >= _REPUT_PACE_S:  # dispatched while this fdatasync runs
                 self.on_flushed()
-            due = self._serve(reqs, notify=False)
+                due, woke = False, time.monotonic()
+            due = self._serve(reqs, notify=False) or due
         if due:
             self.on_flushed()
 
 
 def make_flusher(commitlog: CommitLog, config: StoreConfig, stats: FlushStats,
                  on_flushed: Callable[[], None]) -> GroupCommitService | AsyncFlushService:
-    """The CommitLog flusher of ``config.flush_mode``; with SYNC, ``on_flushed`` runs once per group."""
+    """The CommitLog flusher of ``config.flush_mode``; with SYNC, ``on_flushed`` runs after groups (paced)."""
     if config.flush_mode != "sync":
         return AsyncFlushService(commitlog, config.flush_interval_ms, config.flush_min_pages, stats)
     service = GroupCommitService(commitlog, stats, timeout_s=config.sync_flush_timeout_ms / 1000)

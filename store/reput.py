@@ -2,8 +2,10 @@
 and external dispatches, in CommitLog order (RocketMQ's ReputMessageService).
 
 The service owns ``reput_offset``: every record before it has been handed to
-every dispatcher.  It wakes when the CommitLog grows (no polling while idle
-beyond a 1 s safety tick), parses up to ``batch_bytes`` at a time and calls:
+every dispatcher.  It wakes when told the CommitLog grew (no polling while
+idle beyond a 1 s safety tick): after every append with ASYNC flush, after
+fdatasynced groups with SYNC flush (at most every millisecond while groups keep
+coming).  It parses up to ``batch_bytes`` at a time and calls:
 
 1. the ConsumeQueue table (internal; its result drives the arrival listeners),
 2. the other dispatchers in registration order (index, Delta mirror, ...),
@@ -37,6 +39,7 @@ class ReputService:
         self.dispatchers: list[Dispatcher] = []
         self.listeners: list[ArrivalListener] = []
         self._cond = threading.Condition()
+        self._woken = False  # notify() came since the current round began
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._round_lock = threading.Lock()
@@ -66,6 +69,7 @@ class ReputService:
 
     def notify(self, _end: int = 0) -> None:
         with self._cond:
+            self._woken = True
             self._cond.notify_all()
 
     def start(self) -> None:
@@ -82,17 +86,24 @@ class ReputService:
         self.catch_up()  # whatever was appended before the writers stopped
 
     def _run(self) -> None:
+        """Dispatch when woken: again at once while a round left bytes it had seen (a full round) or a
+        notify came during it; else wait for the next notify (or the 1 s safety tick).  Bytes appended
+        without a notify yet (a SYNC group still in its fdatasync) wait for the flusher's wake-up, which
+        comes once per group or less often (its pacing)."""
         while not self._stop.is_set():
+            with self._cond:
+                self._woken = False
             try:
-                progressed = self.dispatch_round()
+                more = self._round()
             except Exception:
                 _log.exception("reput round failed at offset %d; retrying", self.reput_offset)
-                progressed = False
+                more = False
                 self._stop.wait(1.0)
-            if not progressed:
-                with self._cond:
-                    if self.reput_offset >= self.commitlog.max_offset() and not self._stop.is_set():
-                        self._cond.wait(1.0)
+            if more:
+                continue
+            with self._cond:
+                if not self._woken and not self._stop.is_set():
+                    self._cond.wait(1.0)
 
     def catch_up(self) -> float:
         """Dispatch synchronously until the reput offset reaches the CommitLog's end; returns the seconds taken."""
@@ -103,9 +114,15 @@ class ReputService:
 
     def dispatch_round(self) -> bool:
         """Dispatch one chunk; returns whether the reput offset moved."""
+        start = self.reput_offset
+        self._round()
+        return self.reput_offset != start
+
+    def _round(self) -> bool:
+        """Dispatch one chunk; returns whether bytes appended before it began are left (a full round)."""
         with self._round_lock:
-            start = self.reput_offset
-            if start >= self.commitlog.max_offset():
+            start, end = self.reput_offset, self.commitlog.max_offset()
+            if start >= end:
                 return False
             batch, nxt = self.commitlog.read_batch(start, self.batch_bytes)
             if start < self.commitlog.min_offset():
@@ -116,7 +133,7 @@ class ReputService:
         if self._progress_waiters:
             with self._progress:
                 self._progress.notify_all()
-        return nxt != start
+        return start < nxt < end
 
     def _dispatch(self, batch: DispatchBatch) -> None:
         grown = self.queues.dispatch(batch)

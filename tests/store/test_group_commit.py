@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from store import GetStatus, Message, MessageStore, StoreClosedError
+from store.dispatch import DispatchBatch
 
 
 def test_32_producers_share_fdatasyncs_and_each_put_returns_only_once_on_disk(
@@ -75,3 +76,47 @@ def test_shutdown_under_sync_load_answers_every_put(open_store: Callable[..., Me
     assert len(outcomes) == 8
     stats_max, stats_flushed = store.commitlog.max_offset(), store.commitlog.queue.flushed_offset()
     assert stats_flushed == stats_max, "shutdown left appended bytes without an fdatasync"
+
+
+class _Rounds:
+    """A dispatcher that counts the reput's rounds and the records they carried."""
+
+    def __init__(self) -> None:
+        self.rounds = self.records = 0
+
+    def dispatch(self, batch: DispatchBatch) -> None:
+        self.rounds += 1
+        self.records += len(batch)
+
+
+def test_the_reput_is_paced_under_a_stream_of_groups_and_still_dispatches_everything(
+        open_store: Callable[..., MessageStore]) -> None:
+    """While SYNC groups keep coming, the reput is woken at most about once a millisecond (one round
+    then dispatches several groups and pays its fixed cost once), not once per group; when the stream
+    stops, every message is dispatched within the idle wake-up."""
+    store = open_store(flush_mode="sync", commitlog_segment_bytes=8 << 20)
+    counter = _Rounds()
+    store.add_dispatcher(counter)
+    per_producer, barrier = 300, threading.Barrier(8)
+
+    def producer(i: int) -> None:
+        barrier.wait()
+        for j in range(per_producer):
+            store.put_messages([Message(topic="paced", body=b"%d-%d" % (i, j), queue_id=i % 4)])
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(8)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed_ms = (time.monotonic() - t0) * 1000
+    deadline = time.monotonic() + 0.9
+    while counter.records < 8 * per_producer and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert counter.records == 8 * per_producer, "messages were left undispatched after the stream stopped"
+    groups = store.flush_stats.group_commits
+    # a wake-up comes at least 1 ms after the last one, or after 1 ms without a group: at most one round per
+    # millisecond, plus the last group's and the 1 s safety tick's
+    assert counter.rounds <= elapsed_ms + 3, (
+        f"{counter.rounds} reput rounds for {groups} groups in {elapsed_ms:.0f} ms: woken once per group, not paced")
