@@ -115,7 +115,7 @@ class HAClient:
                 backoff = min(backoff * 2, self.config.reconnect_max_s)
                 continue
             backoff = self.config.reconnect_min_s
-            self._session(sock, address)
+            self._session(protocol.no_delay(sock), address)
 
     def _session(self, sock: socket.socket, address: str) -> None:
         try:

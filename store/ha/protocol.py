@@ -25,6 +25,7 @@ records only and keeps the partial tail until the rest arrives.
 
 from __future__ import annotations
 
+import socket
 import struct
 
 from .. import codec
@@ -39,6 +40,7 @@ __all__ = [
     "first_record_size",
     "is_record_start",
     "FrameError",
+    "no_delay",
 ]
 
 OFFSET = struct.Struct(">q")
@@ -49,6 +51,13 @@ _PHY_AT = 28  # PHYSICAL_OFFSET inside a record (see store.codec)
 
 class FrameError(ValueError):
     """Raised when bytes on the wire or in the log do not form what the protocol expects."""
+
+
+def no_delay(sock: socket.socket) -> socket.socket:
+    """Turn Nagle off on an HA connection (both ends; RocketMQ's HAConnection does too): a slave's
+    8-byte acks and the master's heartbeats go out at once, not held back until the peer's delayed ACK."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def encode_offset(offset: int) -> bytes:

@@ -151,3 +151,15 @@ def test_slave_writes_records_split_across_frames(open_store: Callable[..., Mess
         server.close()
     assert commitlog_files(slave) == commitlog_files(master)
     assert slave.wait_visible(5) and slave.max_offset("ha", 0) == master.max_offset("ha", 0)
+
+
+def test_the_master_turns_nagle_off_on_a_slaves_connection(pair: Pair) -> None:
+    """A slave's 8-byte acks and the master's small frames must not wait for a delayed ACK (Nagle):
+    the master's end of an accepted HA connection has TCP_NODELAY, as the slave's end has."""
+    _master, ha = pair.master()
+    with socket.create_connection(("127.0.0.1", ha.port), timeout=10) as sock:
+        sock.sendall(OFFSET.pack(0))
+        assert recv_frame(sock) == (0, b"")
+        conns = ha._conns  # the accepted connection lives only inside the service
+        assert len(conns) == 1
+        assert conns[0]._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
