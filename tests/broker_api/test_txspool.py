@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from broker_api.settings import TransactionsSection
 from broker_api.transactions import TX_PROPERTY, TransactionService
-from store import Message, MessageStore, StoreConfig, SysFlag
+from store import Message, MessageStore, MessageTooLargeError, StoreConfig, SysFlag
 
 
 def _store(root: Path) -> MessageStore:
@@ -149,6 +151,42 @@ def test_a_commit_by_columns_is_finished_exactly_once_after_a_crash_mid_publish(
         flags = [int(f) for b in store.read_dispatch_batches(0) for f in b.sys_flags]
         assert flags == [int(SysFlag.TRANSACTION_COMMIT)] * 6  # as the per-message commit writes them
         assert not any((meta / "tx-spool").iterdir())  # the frames are gone once published
+        again.stop()
+    finally:
+        store.shutdown()
+
+
+def test_a_message_too_large_for_todays_limit_fails_the_commit_and_leaves_the_transaction_open(
+    tmp_path: Path,
+) -> None:
+    """Staged under one max_message_bytes, committed after a restart with a smaller one: the commit
+    is refused before its decision (nothing journaled as decided that the publish could not append),
+    the transaction stays open and can be rolled back; a half message the same.  Before, the decision
+    was journaled and every restart retried a publish the store refused."""
+    meta = tmp_path / "config"
+    store = _store(tmp_path / "store")
+    try:
+        tx = TransactionService(store, meta, TransactionsSection())
+        tx.start()
+        staged, _ = tx.add_halves([Message("t", b"s" * 3000, 0)], None)
+        half, _ = tx.add_halves([Message("t", b"h" * 3000, 0)], None, check_url="http://127.0.0.1:9/check")
+        tx.stop()
+    finally:
+        store.shutdown()
+    store = MessageStore(StoreConfig(root_dir=tmp_path / "store", commitlog_segment_bytes=1 << 20,
+                                     index_slots=100, index_entries=400, max_message_bytes=2048))
+    store.start()
+    try:
+        again = TransactionService(store, meta, TransactionsSection())
+        again.start()
+        end = _end(store)
+        for tx_id, commit in ((staged, lambda t: again.commit(t)), (half, lambda t: again.sink_commit("s", 0, [t]))):
+            with pytest.raises(MessageTooLargeError, match=f"transaction {tx_id} cannot be committed.*still open"):
+                commit(tx_id)
+            assert again.describe(tx_id)["state"] == "open"
+            assert again.rollback(tx_id)["state"] == "rolled_back"
+        assert _end(store) == end, "nothing was appended"
+        assert store.get_messages("t", 0, 0, 10).messages == []
         again.stop()
     finally:
         store.shutdown()
