@@ -42,7 +42,6 @@ from typing import Any
 
 from store import (
     DispatchBatch,
-    InvalidMessageError,
     Message,
     MessageStore,
     PutResult,
@@ -304,28 +303,6 @@ class TransactionService(SinkBatches):
             for tx in txs:
                 self._spool.drop(tx.tx_id)
                 self._parsed.pop(tx.tx_id, None)
-
-    def check_staged(self, txs: list[_Tx]) -> None:
-        """Before a commit's decision: read the staged and half messages of ``txs`` as the publish will
-        append them and check them under today's settings.  A message that no longer fits (a smaller
-        ``max_message_bytes`` since it was staged) fails the commit now, with the transaction still
-        open, not the publish after the decision.  The publish appends what was read here."""
-        for tx in txs:
-            if tx.tx_id in self._parsed or self._spool.columns_path(tx.tx_id).exists():
-                continue  # parsed from raw bodies and checked by prepare_raw
-            if tx.staged:
-                messages = self._spool.read(tx.tx_id, tx.messages, {TX_PROPERTY: tx.tx_id},
-                                            int(SysFlag.TRANSACTION_COMMIT))
-            else:
-                halves = self._store.read_records(tx.halves)
-                messages = [self._real(halves, i) for i in range(len(halves))]
-            if messages:
-                try:
-                    prepare_batch(messages, 0, 0, self._store.max_message_bytes)
-                except InvalidMessageError as exc:
-                    raise type(exc)(f"transaction {tx.tx_id} cannot be committed under the current settings: "
-                                    f"{exc}; it is still open: roll it back") from exc
-            self._parsed[tx.tx_id] = messages
 
     def _commitlog_end(self) -> int:
         return int(self._store.stats().get("commitlog_max_offset", 0))  # type: ignore[call-overload]

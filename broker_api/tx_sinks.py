@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from store import Message, MessageStore, SysFlag
+from store import DispatchBatch, InvalidMessageError, Message, MessageStore, SysFlag
 from store.codec import prepare_batch
 from store.columns import check_columns
 
@@ -53,6 +53,8 @@ class _Host(Protocol):
     def _publish(self, txs: list[Any], skip: dict[str, int] | None = None) -> int: ...
     def prepare_raw(self, txs: list[Any], parse: Parser | None, columns: ColumnParser | None = None) -> None: ...
     def check_staged(self, txs: list[Any]) -> None: ...
+    @staticmethod
+    def _real(halves: DispatchBatch, i: int) -> Message: ...
     def _rollback_open(self, tx_ids: Iterable[str]) -> int: ...
 
 
@@ -106,6 +108,27 @@ class SinkBatches:
             self._log({"op": "parsed", "tx": tx.tx_id})
             self._spool.drop_raw(tx.tx_id)
             self._parsed[tx.tx_id] = messages  # published right after the decision
+
+    def check_staged(self: _Host, txs: list[Any]) -> None:
+        """Before a commit's decision: read the staged and half messages of ``txs`` as the publish will
+        append them and check them under today's settings.  A message that no longer fits (a smaller
+        ``max_message_bytes`` since it was staged) fails the commit now, with the transaction still
+        open, not the publish after the decision.  The publish appends what was read here."""
+        for tx in txs:
+            if tx.tx_id in self._parsed or self._spool.columns_path(tx.tx_id).exists():
+                continue  # parsed from raw bodies and checked by prepare_raw
+            if tx.staged:
+                messages = self._spool.read(tx.tx_id, tx.messages, {TX_PROPERTY: tx.tx_id}, _COMMIT)
+            else:
+                halves = self._store.read_records(tx.halves)
+                messages = [self._real(halves, i) for i in range(len(halves))]
+            if messages:
+                try:
+                    prepare_batch(messages, 0, 0, self._store.max_message_bytes)
+                except InvalidMessageError as exc:
+                    raise type(exc)(f"transaction {tx.tx_id} cannot be committed under the current settings: "
+                                    f"{exc}; it is still open: roll it back") from exc
+            self._parsed[tx.tx_id] = messages
 
     def sink_commit(self: _Host, sink_id: str, batch_id: int, tx_ids: list[str],
                     parse: Parser | None = None, columns: ColumnParser | None = None) -> dict[str, Any]:
