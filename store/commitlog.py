@@ -235,32 +235,38 @@ class CommitLog:
         except CorruptRecordError as exc:
             raise MessageNotFoundError(f"no valid message at CommitLog offset {phy_offset}: {exc}") from exc
 
-    def read_spans(self, phys: list[int], sizes: list[int]) -> Iterator[tuple[int, int, int, bytes | None]]:
+    def read_spans(self, phys: list[int] | np.ndarray,
+                   sizes: list[int] | np.ndarray) -> Iterator[tuple[int, int, int, bytes | None]]:
         """Group records (ascending offsets) into runs read with one copy each.
 
         Yields ``(i, j, lo, buf)``: records ``i:j`` lie in ``buf``, which starts at
         log offset ``lo``; ``buf`` is None where the records are gone.  A run
-        stays inside one segment and spans at most ``_SPAN`` bytes.
+        stays inside one segment and spans at most ``_SPAN`` bytes.  How far a
+        run reaches is found with one array pass per run, not a step per record.
         """
-        i, n = 0, len(phys)
+        starts = np.asarray(phys, np.int64)
+        ends = starts + np.asarray(sizes, np.int64)
+        i, n = 0, len(starts)
         while i < n:
-            seg = self.queue.find(phys[i])
+            first = int(starts[i])
+            seg = self.queue.find(first)
             j = i
             if seg is not None:
-                end = min(seg.start_offset + seg.wrote, phys[i] + _SPAN)
-                while j < n and seg.start_offset <= phys[j] and phys[j] + sizes[j] <= end:
-                    j += 1
+                end = min(seg.start_offset + seg.wrote, first + _SPAN)
+                k = i + int(np.searchsorted(starts[i:], end))  # no record from k on starts inside
+                inside = (starts[i:k] >= seg.start_offset) & (ends[i:k] <= end)
+                j = i + (int(inside.argmin()) if not inside.all() else k - i)
             if j == i:
-                yield i, i + 1, phys[i], None
+                yield i, i + 1, first, None
                 i += 1
                 continue
             assert seg is not None
-            lo, hi = phys[i], max(p + z for p, z in zip(phys[i:j], sizes[i:j]))
+            hi = int(ends[i:j].max())
             try:
-                buf: bytes | None = seg.read(lo - seg.start_offset, hi - lo)
+                buf: bytes | None = seg.read(first - seg.start_offset, hi - first)
             except ValueError:  # deleted by retention meanwhile
                 buf = None
-            yield i, j, lo, buf
+            yield i, j, first, buf
             i = j
 
     def read_messages(self, phys: list[int], sizes: list[int], *,

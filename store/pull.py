@@ -246,7 +246,7 @@ def _read_columns(commitlog: CommitLog, cq: ConsumeQueue, phys: np.ndarray, size
     the first damaged record, if any.  Records gone by retention are left out.
     """
     parts, rows, bad = [], [], []
-    for i, j, lo, buf in commitlog.read_spans(phys.tolist(), sizes.tolist()):
+    for i, j, lo, buf in commitlog.read_spans(phys, sizes):
         if buf is None:
             if phys[i] >= commitlog.min_offset():
                 bad.append((i, f"the unit's size {sizes[i]} does not fit the CommitLog at {phys[i]}"))
@@ -259,8 +259,10 @@ def _read_columns(commitlog: CommitLog, cq: ConsumeQueue, phys: np.ndarray, size
         rows.append(np.setdiff1d(np.arange(i, j), i + failed, assume_unique=True))
     batch = DispatchBatch.concat(parts, 0) if parts else _empty()
     idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    mismatch = np.array([t != cq.topic for t in batch.topics], bool) | (batch.queue_ids != cq.queue_id) \
-        | (batch.queue_offsets != qoffs[idx])
+    topics = batch.topics
+    other = np.zeros(len(topics), bool) if topics.count(cq.topic) == len(topics) else \
+        np.array([t != cq.topic for t in topics], bool)
+    mismatch = other | (batch.queue_ids != cq.queue_id) | (batch.queue_offsets != qoffs[idx])
     for r in np.flatnonzero(mismatch)[:1].tolist():
         bad.append((int(idx[r]), f"the record there belongs to {batch.topics[r]!r} queue {batch.queue_ids[r]} "
                                  f"offset {batch.queue_offsets[r]}"))

@@ -251,7 +251,9 @@ def parse_at(buf: bytes, base_offset: int, starts: np.ndarray, store_host: int, 
     inside = np.flatnonzero(room)
     h = _headers(buf, base_offset, starts[inside])
     ok = h.ok & (h.total == sizes[inside] if sizes is not None else h.st + h.total <= len(buf))
-    if check_crc and ok.any():
+    if check_crc and ok.all():
+        ok = _crc_ok(buf, h)  # the usual page: no copy of the headers first
+    elif check_crc and ok.any():
         good = np.flatnonzero(ok)
         ok[good] = _crc_ok(buf, h.take(good))
     if not ok.all():

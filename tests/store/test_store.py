@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store import GetStatus, Message, MessageStore, StoreLockedError
+from store import codec
 from store.codec import BLANK_MAGIC, MESSAGE_MAGIC
 from tests.store.conftest import small_config
 
@@ -237,3 +238,25 @@ def test_a_get_right_after_a_put_sees_it_even_while_dispatch_lags(open_store: Ca
     assert page.status is GetStatus.FOUND and [m.body for m in page.messages] == [b"b"]
     assert store.get_message_batch("lag", 1, 0).status is GetStatus.FOUND
     assert [m.body for m in store.query_by_key("lag", "kb", 0, 2**62)] == [b"b"]
+
+
+def test_read_spans_reads_one_run_per_segment_and_marks_what_lies_past_the_end(
+        open_store: Callable[..., MessageStore]) -> None:
+    """Many records are read with one copy per segment they lie in (not one per record); each comes out
+    whole at its offset, and a unit that points past the written log is answered as gone (None)."""
+    store = open_store(flush_mode="async")  # 64 KiB segments: 1000 records of ~190 B span 3 or more
+    results = store.put_messages([Message(topic="spans", body=b"%04d" % i * 25, queue_id=0) for i in range(1000)])
+    phys, sizes = [r.phy_offset for r in results], [r.size for r in results]
+    end = store.commitlog.max_offset()
+    runs = list(store.commitlog.read_spans(phys + [end + 64], sizes + [200]))
+    segment = 64 << 10
+    spanned = {p // segment for p in phys}
+    assert [(i, j) for i, j, _, _ in runs][-1] == (1000, 1001) and runs[-1][3] is None
+    whole = runs[:-1]
+    assert len(whole) == len(spanned), f"{len(whole)} reads for records in {len(spanned)} segments"
+    assert [i for i, _, _, _ in whole] == sorted({i for i, _, _, _ in whole}) and whole[0][0] == 0
+    assert whole[-1][1] == 1000 and all(a[1] == b[0] for a, b in zip(whole, whole[1:]))
+    for i, j, lo, buf in whole:
+        assert buf is not None and lo // segment == (lo + len(buf) - 1) // segment
+        for k in range(i, j):
+            assert codec.decode_record(buf, phys[k] - lo, phys[k]).body == b"%04d" % k * 25
