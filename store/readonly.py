@@ -126,10 +126,9 @@ def raw_columns(batch: DispatchBatch) -> RawColumns | None:
     try:
         h, sp = src.h, src.spans
         body_start = h.st + _HS
-        tag_index, tag_names = src._tag_inv, src._tag_names  # noqa: SLF001 - same package
         return RawColumns(
             buf=src.buf, body_start=body_start, body_end=body_start + h.blen,
             key_start=sp.key_start, key_end=sp.key_end, rest_start=sp.rest_start, rest_end=src.p_end,
-            tag_index=tag_index, tag_names=tag_names, hosts=h.hdr["store_host"], has_slow=bool(src.slow))
+            tag_index=src.tag_index, tag_names=src.tag_names, hosts=h.hdr["store_host"], has_slow=bool(src.slow))
     except (AttributeError, KeyError, ValueError):  # RecordColumns changed shape: callers use the lists
         return None

@@ -51,7 +51,7 @@ class RecordColumns:
                                                      p0[self.spans.slow].tolist(),
                                                      self.p_end[self.spans.slow].tolist())}
         self.topics = self._topics()
-        self._tag_inv, self._tag_names = self._unique_tags()
+        self.tag_index, self.tag_names = self._unique_tags()  # per record an index into the distinct tags
         self.tag_codes = self._tag_codes()
 
     def __len__(self) -> int:
@@ -82,13 +82,13 @@ class RecordColumns:
         return inv, names
 
     def _tag_codes(self) -> np.ndarray:
-        codes = np.fromiter(map(codec.tag_code, self._tag_names), np.int64, len(self._tag_names))
-        return codes[self._tag_inv]
+        codes = np.fromiter(map(codec.tag_code, self.tag_names), np.int64, len(self.tag_names))
+        return codes[self.tag_index]
 
     # -- built on demand -------------------------------------------------
     def column(self, name: str) -> list[Any]:
         if name == "tags":
-            return np.array(self._tag_names, object)[self._tag_inv].tolist()  # type: ignore[no-any-return]
+            return np.array(self.tag_names, object)[self.tag_index].tolist()  # type: ignore[no-any-return]
         if name == "keys":
             return self._keys()
         if name == "properties_raw":
