@@ -259,10 +259,8 @@ def _read_columns(commitlog: CommitLog, cq: ConsumeQueue, phys: np.ndarray, size
         rows.append(np.setdiff1d(np.arange(i, j), i + failed, assume_unique=True))
     batch = DispatchBatch.concat(parts, 0) if parts else _empty()
     idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    topics = batch.topics
-    other = np.zeros(len(topics), bool) if topics.count(cq.topic) == len(topics) else \
-        np.array([t != cq.topic for t in topics], bool)
-    mismatch = other | (batch.queue_ids != cq.queue_id) | (batch.queue_offsets != qoffs[idx])
+    other = batch.topics.count(cq.topic) != len(batch) and np.array([t != cq.topic for t in batch.topics], bool)
+    mismatch = (batch.queue_ids != cq.queue_id) | (batch.queue_offsets != qoffs[idx]) | other
     for r in np.flatnonzero(mismatch)[:1].tolist():
         bad.append((int(idx[r]), f"the record there belongs to {batch.topics[r]!r} queue {batch.queue_ids[r]} "
                                  f"offset {batch.queue_offsets[r]}"))
