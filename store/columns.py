@@ -263,7 +263,8 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
     props, sys_flag = extra or ({}, 0)
     tails, key_lens, blens, sizes = _sized(topic, bodies, keys, tags, props, max_size)
     top, low = int(sizes.max()), int(sizes.min())
-    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else np.fromiter(map(crc32, bodies), np.uint32, len(bodies))
+    crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else \
+        np.fromiter(map(crc32, bodies), np.uint32, len(bodies))
     fixed = low == top and (isinstance(key_lens, int) or int(blens.min()) == int(blens.max()))
     return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed,
                        sys_flag)

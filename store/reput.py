@@ -94,7 +94,7 @@ class ReputService:
             with self._cond:
                 self._woken = False
             try:
-                more = self._round()
+                more = self._round()[1]
             except Exception:
                 _log.exception("reput round failed at offset %d; retrying", self.reput_offset)
                 more = False
@@ -114,16 +114,15 @@ class ReputService:
 
     def dispatch_round(self) -> bool:
         """Dispatch one chunk; returns whether the reput offset moved."""
-        start = self.reput_offset
-        self._round()
-        return self.reput_offset != start
+        return self._round()[0]
 
-    def _round(self) -> bool:
-        """Dispatch one chunk; returns whether bytes appended before it began are left (a full round)."""
+    def _round(self) -> tuple[bool, bool]:
+        """Dispatch one chunk; returns whether the reput offset moved, and whether bytes appended
+        before the round began are left (a full round)."""
         with self._round_lock:
             start, end = self.reput_offset, self.commitlog.max_offset()
             if start >= end:
-                return False
+                return False, False
             batch, nxt = self.commitlog.read_batch(start, self.batch_bytes)
             if start < self.commitlog.min_offset():
                 _log.warning("reput offset %d was deleted by retention; skipping to %d", start, nxt)
@@ -133,7 +132,7 @@ class ReputService:
         if self._progress_waiters:
             with self._progress:
                 self._progress.notify_all()
-        return start < nxt < end
+        return nxt != start, start < nxt < end
 
     def _dispatch(self, batch: DispatchBatch) -> None:
         grown = self.queues.dispatch(batch)

@@ -116,7 +116,8 @@ class HAService:
                 continue
             address = f"{peer[0]}:{peer[1]}"
             _log.info("HA: slave %s connected", address)
-            conn = HAConnection(protocol.no_delay(sock), address, self.store, self.config, self.transfer.notify_ack, self._wait_data)
+            conn = HAConnection(protocol.no_delay(sock), address, self.store, self.config,
+                                self.transfer.notify_ack, self._wait_data)
             with self._lock:
                 dead = [c for c in self._conns if c.closed]
                 self._conns = [c for c in self._conns if not c.closed] + [conn]
