@@ -31,6 +31,7 @@ from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .dispatch import DispatchBatch
 from .message import StoredMessage, SysFlag
+from .quarantine import Quarantine
 from .scanner import ScanStop, scan_chunk
 
 __all__ = ["CommitLog", "AppendResult"]
@@ -50,6 +51,7 @@ class AppendResult:
 class CommitLog:
     def __init__(self, directory: Path, segment_size: int, store_host: str, verify_crc: bool = True) -> None:
         self.queue = MappedFileQueue(directory, segment_size)
+        self.quarantine = Quarantine(directory.parent / "quarantine")  # damaged records kept by recovery
         self.verify_crc = verify_crc  # pulls check every record's body CRC
         self.store_host = codec.encode_host(store_host)
         self.write_lock = threading.Lock()
@@ -301,11 +303,17 @@ class CommitLog:
     def read_batch(self, start: int, max_bytes: int) -> tuple[DispatchBatch | None, int]:
         """Parse records from ``start``; returns (batch or None, the next offset).
 
-        Jumps over BLANK fillers and deleted segments; raises
-        CorruptRecordError on an invalid record below the write position.
+        Jumps over BLANK fillers, deleted segments and quarantined records (a batch
+        ends before one); raises CorruptRecordError on another invalid record below
+        the write position.
         """
         if start < self.min_offset():
             return None, self.min_offset()
+        damaged = self.quarantine.covering(start)
+        if damaged is not None:
+            return None, damaged.end
+        stop = self.quarantine.next_start(start)
+        max_bytes = max_bytes if stop is None else min(max_bytes, stop - start)
         chunk = self.read_chunk(start, max_bytes)
         if not chunk:
             return None, self.next_segment_offset(start) if start < self.max_offset() else start

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +13,19 @@ import numpy as np
 from .consume_queue import ConsumeQueue
 from .dispatch import DispatchBatch
 from .message import SysFlag
+from .quarantine import DAMAGED_TAG, QuarantinedRecord
 
 __all__ = ["ConsumeQueueStore", "is_visible"]
 
 _log = logging.getLogger(__name__)
 _PREPARED = int(SysFlag.TRANSACTION_PREPARED)
 _ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
+
+
+def _units(qoffs: Iterable[int], recs: list[QuarantinedRecord]) -> tuple[np.ndarray, ...]:
+    """put_units arguments for units that point at quarantined records."""
+    return (np.fromiter(qoffs, np.int64), np.array([r.phy_offset for r in recs], np.int64),
+            np.array([r.size for r in recs], np.int64), np.full(len(recs), DAMAGED_TAG, np.int64))
 
 
 def is_visible(sys_flags: np.ndarray) -> np.ndarray:
@@ -35,6 +42,8 @@ class ConsumeQueueStore:
         self._lock = threading.Lock()
         # topic -> (batch, row positions) -> tag codes: the schedule and timer topics keep due times there
         self.tag_code_hooks: dict[str, Callable[[DispatchBatch, np.ndarray], np.ndarray]] = {}
+        # quarantined records whose header did not name their queue: they fill the gap they leave in it
+        self._orphans: list[QuarantinedRecord] = []
 
     def load_and_recover(self, commitlog_max: int) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -101,11 +110,45 @@ class ConsumeQueueStore:
             idx = np.flatnonzero((group == g) & visible)
             topic, qid = names[g >> 32], g & 0xFFFFFFFF
             cq = self.get_or_create(topic, qid)
+            if self._orphans and int(batch.queue_offsets[idx[0]]) > cq.max_offset():
+                self._fill_gap(cq, int(batch.queue_offsets[idx[0]]), int(batch.phy_offsets[idx[0]]))
             hook = self.tag_code_hooks.get(topic)
             codes = batch.tag_codes[idx] if hook is None else hook(batch, idx)
             cq.put_units(batch.queue_offsets[idx], batch.phy_offsets[idx], batch.sizes[idx], codes)
             grown.append((topic, qid, cq.max_offset()))
         return grown
+
+    def put_damaged(self, rec: QuarantinedRecord) -> None:
+        """Give a quarantined record its unit (tag code DAMAGED_TAG: every read of it answers CORRUPT_MESSAGE)
+        when its header names the next offset of an existing queue; else keep it for the gap it leaves."""
+        cq = self.get(rec.topic, rec.queue_id) if rec.topic is not None and rec.queue_id is not None else None
+        if cq is not None and rec.queue_offset == cq.max_offset():
+            cq.put_units(*_units([rec.queue_offset], [rec]))
+            return
+        if cq is not None and rec.queue_offset is not None and rec.queue_offset < cq.max_offset():
+            unit = cq.read_units(rec.queue_offset, 1)
+            if len(unit) and int(unit["phy"][0]) == rec.phy_offset:
+                return  # dispatched before the crash: its unit is there
+        self._orphans.append(rec)
+
+    def _fill_gap(self, cq: ConsumeQueue, first: int, first_phy: int) -> None:
+        """Units ``cq.max_offset()..first`` are missing: point them at the orphans that lie between the
+        queue's last record and ``first_phy`` (the last ones, those of this topic first)."""
+        cur = cq.max_offset()
+        lo = cq.max_phy_end() if cur else 0
+        near = [o for o in self._orphans if lo <= o.phy_offset < first_phy]
+        if not near:
+            return  # lost to retention before dispatch: put_units marks them dead
+        near.sort(key=lambda o: (o.topic in (None, cq.topic), o.phy_offset))
+        gap = first - cur
+        picks = sorted(near[-gap:], key=lambda o: o.phy_offset)
+        picks = [picks[0]] * (gap - len(picks)) + picks
+        for o in picks:
+            if o in self._orphans:
+                self._orphans.remove(o)
+        _log.warning("%s/%d: units %d-%d point at quarantined records (%s): reads there answer CORRUPT_MESSAGE",
+                     cq.topic, cq.queue_id, cur, first - 1, ", ".join(str(o.phy_offset) for o in picks))
+        cq.put_units(*_units(range(cur, first), picks))
 
     def correct_min_offsets(self, commitlog_min: int) -> None:
         for cq in self._queues.values():

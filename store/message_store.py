@@ -40,7 +40,8 @@ from .flush import FlushStats, GroupCommitService, LogicsFlushService, make_flus
 from .index_service import IndexService
 from .lockfile import StoreLock
 from .message import GetResult, GetStatus, Message, PutResult, StoredMessage
-from .recovery import recover_commitlog, redispatch_start
+from .quarantine import QuarantinedRecord
+from .recovery import recover_store
 from .retention import RetentionService
 from .reput import ReputService
 
@@ -107,31 +108,7 @@ class MessageStore:
             self._running = True
 
     def _recover(self) -> None:
-        t0 = time.perf_counter()
-        cp = self.checkpoint.load()
-        report = recover_commitlog(self.commitlog, cp, self.checkpoint.loaded)
-        self.queues.load_and_recover(self.commitlog.max_offset())
-        self.queues.correct_min_offsets(self.commitlog.min_offset())
-        self.index.load()
-        self.index.delete_files_after(self.commitlog.max_offset())
-        self.reput.reput_offset = redispatch_start(self.commitlog, self.queues, self.index, cp, self.checkpoint.loaded)
-        redispatched = self.commitlog.max_offset() - self.reput.reput_offset
-        dispatch_s = self.reput.catch_up()
-        self.commitlog.topic_queue_table = self.queues.max_offsets()
-        self.commitlog.flush()
-        self._flush_logics()
-        self.recovery = {"abnormal": self.abnormal_start, "scanned_from": report.scanned_from,
-                         "valid_end": report.valid_end, "stopped_at": report.reason,
-                         "segments_dropped": report.segments_dropped, "redispatch_seconds": round(dispatch_s, 4),
-                         "redispatched_bytes": redispatched, "seconds": round(time.perf_counter() - t0, 3)}
-        if self.abnormal_start:  # an operator must see this at the default log level
-            _log.warning(
-                "unclean shutdown detected (the abort marker was left): recovery scanned the CommitLog from "
-                "offset %d, truncated it at offset %d (%s; %d later segment(s) deleted), re-dispatched %d bytes "
-                "to the queues and index, in %.3f s", report.scanned_from, report.valid_end, report.reason,
-                report.segments_dropped, redispatched, self.recovery["seconds"])
-        else:
-            _log.info("store recovered: %s", self.recovery)
+        self.recovery = recover_store(self, self._flush_logics)
 
     def shutdown(self) -> None:
         with self._state_lock:
@@ -167,6 +144,10 @@ class MessageStore:
     def _after_retention(self, commitlog_min: int) -> None:
         self.queues.correct_min_offsets(commitlog_min)
         self.index.delete_files_before(commitlog_min)
+        quarantine = self.commitlog.quarantine
+        if quarantine.between(0, commitlog_min):
+            quarantine.keep_within(commitlog_min, 1 << 62)
+            quarantine.save()
 
     # -- write -----------------------------------------------------------
     def put_messages(self, messages: list[Message], wait: bool = True) -> list[PutResult]:
@@ -294,6 +275,11 @@ class MessageStore:
         """Read your writes: if dispatch is behind, wait for what was put before now; True if it waited."""
         return self.dispatch_behind and self.wait_visible(_SETTLE_S)
 
+    def quarantined(self) -> list[QuarantinedRecord]:
+        """Damaged records recovery kept instead of cutting the log after them (see :mod:`.quarantine`):
+        physical offset, size, reason, and topic, queue and queue offset when their header could be read."""
+        return self.commitlog.quarantine.records()
+
     def get_message(self, msg_id: str) -> StoredMessage:
         self._check_running()
         return self.commitlog.read_message(codec.parse_msg_id(msg_id)[1])
@@ -397,4 +383,5 @@ class MessageStore:
             "segments": len(self.commitlog.queue.files),
             "queues": len(self.queues.queues()),
             "recovery": self.recovery,
+            "quarantined_records": len(self.commitlog.quarantine),
         }

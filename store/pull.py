@@ -29,6 +29,7 @@ from .message import DamagedRecord, GetResult, GetStatus, StoredMessage
 from .commitlog import _SPAN
 from .crc_fold import run_ok
 from .page_bytes import equal_at, gather
+from .quarantine import DAMAGED_TAG  # a quarantined record's unit: every tag filter takes it (and answers CORRUPT)
 from .scanner import _Headers, _crc_ok, _headers, parse_at  # the header checks of parse_at, without its columns
 
 __all__ = ["pull", "pull_batch", "PullBatch", "pull_page", "PullColumns", "read_many", "page_is_recent",
@@ -68,7 +69,7 @@ def pull(
         return outside
     assert cq is not None
     lo, hi = cq.min_offset(), cq.max_offset()
-    codes = frozenset(codec.tag_code(t) for t in tags) if tags else None
+    codes = frozenset([*map(codec.tag_code, tags), DAMAGED_TAG]) if tags else None
     messages, examined, damaged = _collect(commitlog, cq, offset, max(1, max_count), codes, tags, max_bytes, hi)
     if damaged is not None and not examined:
         return GetResult(GetStatus.CORRUPT_MESSAGE, [], offset + 1, lo, hi, damaged)
@@ -169,7 +170,6 @@ def read_many(commitlog: CommitLog, phys: Iterable[int]) -> list[StoredMessage]:
     return out
 
 
-
 @dataclass(frozen=True, slots=True)
 class PullBatch:
     """A page of one queue as columns (see DispatchBatch): the fast path for Arrow pulls."""
@@ -200,7 +200,7 @@ def pull_batch(
     units = _read_units(cq, offset, limit)
     picked = np.arange(len(units))
     if tags:
-        codes = np.array([codec.tag_code(t) for t in tags], np.int64)
+        codes = np.array([*map(codec.tag_code, tags), DAMAGED_TAG], np.int64)
         picked = np.flatnonzero(np.isin(units["tag"].astype(np.int64), codes))
     picked = picked[: max(1, max_count)]
     examined = int(picked[-1]) + 1 if len(picked) == max(1, max_count) else len(units)

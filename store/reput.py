@@ -10,6 +10,9 @@ coming).  It parses up to ``batch_bytes`` at a time and calls:
 1. the ConsumeQueue table (internal; its result drives the arrival listeners),
 2. the other dispatchers in registration order (index, Delta mirror, ...),
 3. the arrival listeners, once per queue that grew: long polling hangs here.
+
+Quarantined records (see :mod:`.quarantine`) are not parsed: the ConsumeQueue
+table gives each its unit, and the other dispatchers never see it.
 """
 
 from __future__ import annotations
@@ -123,6 +126,9 @@ class ReputService:
             start, end = self.reput_offset, self.commitlog.max_offset()
             if start >= end:
                 return False, False
+            damaged = self.commitlog.quarantine.covering(start)
+            if damaged is not None and damaged.phy_offset == start:
+                self.queues.put_damaged(damaged)
             batch, nxt = self.commitlog.read_batch(start, self.batch_bytes)
             if start < self.commitlog.min_offset():
                 _log.warning("reput offset %d was deleted by retention; skipping to %d", start, nxt)
