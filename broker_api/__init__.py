@@ -1,10 +1,12 @@
 """sparkmq's broker.
 
-Rooms by reader: the broker and its services live here (``broker``,
-``topics``, ``groups``, ``transactions``, ``longpoll``, ``fastfail``,
-``batcher``, ``registration``, ``metrics``, ``tasks``, ``settings``);
-``http/`` is the FastAPI front door, ``cli/`` the ``sparkmq`` command line,
-``client/`` the Python client, ``namesrv/`` the NameServer.
+Its root holds the wiring (``broker``, ``server``, ``batcher``) and what every
+room shares (``errors``, ``metrics``, ``tasks``, ``jsonfile``, ``lazy``).  The
+services live in rooms by concern: ``model/`` (topics, groups, POP, delay,
+filters), ``transactions/``, ``cluster/`` (registration, replication),
+``protection/`` (admission, fast failure, memory), ``auth/`` and
+``settings/``; ``http/`` is the FastAPI front door, ``cli/`` the ``sparkmq``
+command line, ``client/`` the Python client, ``namesrv/`` the NameServer.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from .errors import (
     UnsupportedMediaTypeError,
 )
 from .lazy import lazy_getattr
-from .settings import BrokerSettings, load_settings
+from .settings.broker import BrokerSettings, load_settings
 
 if TYPE_CHECKING:
     from .http.app import create_app

@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable
 from store import InvalidMessageError, Message, PutResult
 from store.errors import FlushTimeoutError
 
-from .fastfail import WriteGate
+from .protection.fastfail import WriteGate
 
 __all__ = ["ProduceBatcher"]
 

@@ -17,26 +17,26 @@ from typing import Any
 
 from store import MessageStore, StoreError
 
-from .admission import Admission
+from .protection.admission import Admission
 from .batcher import ProduceBatcher
-from .checkback import CheckBackService
-from .delay import DelayService
-from .fastfail import WriteGate
-from .groups import GroupManager
-from .longpoll import PullWaiters
-from .memory import trim
+from .transactions.checkback import CheckBackService
+from .model.delay import DelayService
+from .protection.fastfail import WriteGate
+from .model.groups import GroupManager
+from .model.longpoll import PullWaiters
+from .protection.memory import trim
 from .metrics import Metrics
-from .pop import PopService
-from .namesrv.wire import DataVersion
-from .registration import BrokerIdentity, NamesrvRegistrar, topics_payload
-from .replication import Replication
-from .settings import BrokerSettings
+from .model.pop import PopService
+from .cluster.wire import DataVersion
+from .cluster.registration import BrokerIdentity, NamesrvRegistrar, topics_payload
+from .cluster.replication import Replication
+from .settings.broker import BrokerSettings
 from .client.auth import http_options
-from .slave_sync import SlaveSyncService
-from .tables import TableManager
+from .cluster.slave_sync import SlaveSyncService
+from .model.tables import TableManager
 from .tasks import PeriodicService
-from .topics import TopicManager
-from .transactions import HALF_TOPIC, TransactionService
+from .model.topics import TopicManager
+from .transactions.service import HALF_TOPIC, TransactionService
 
 __all__ = ["Broker"]
 

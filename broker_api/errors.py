@@ -42,6 +42,14 @@ __all__ = [
     "TableNotFoundError",
     "ERROR_TABLE",
     "ErrorTable",
+    "NamesrvError",
+    "NamesrvAddressError",
+    "BadRegistrationError",
+    "BadCrcError",
+    "TopicRouteNotFoundError",
+    "BrokerNotRegisteredError",
+    "NamesrvRejectedError",
+    "NamesrvUnavailableError",
 ]
 
 ErrorTable = dict[type[BaseException], tuple[int, str]]
@@ -167,6 +175,45 @@ class TablesDisabledError(BrokerError):
 
 # class -> (HTTP status, error code).  Looked up along the exception's MRO,
 # so the most specific entry wins.
+# The NameServer's errors: raised by the NameServer, its clients and the broker's registrar.
+
+
+class NamesrvError(Exception):
+    """Raised when the NameServer (or a client of it) cannot do what was asked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NamesrvAddressError(NamesrvError, ValueError):
+    """Raised when a NameServer or broker address is not host:port or an http(s) URL."""
+
+
+class BadRegistrationError(NamesrvError):
+    """Raised when a broker request is malformed (missing fields, bad values)."""
+
+
+class BadCrcError(BadRegistrationError):
+    """Raised when a registration body's crc32 does not match its content."""
+
+
+class TopicRouteNotFoundError(NamesrvError):
+    """Raised when no live broker serves the asked topic."""
+
+
+class BrokerNotRegisteredError(NamesrvError):
+    """Raised when unregistering a broker address the NameServer does not know."""
+
+
+class NamesrvRejectedError(NamesrvError):
+    """Raised when a NameServer answers a broker request with an error status."""
+
+
+class NamesrvUnavailableError(NamesrvError):
+    """Raised when no NameServer of a list answered a client request."""
+
+
 ERROR_TABLE: ErrorTable = {
     BadJsonError: (400, "bad_json"),
     BadTopicNameError: (400, "bad_topic_name"),

@@ -27,8 +27,8 @@ from store import StoreError
 from .http.app import create_app
 from .http.control import ControlServer
 from .broker import Broker
-from .memory import memory_bound_bytes, tune_allocator
-from .settings import BrokerSettings
+from .protection.memory import memory_bound_bytes, tune_allocator
+from .settings.broker import BrokerSettings
 
 __all__ = ["main_socket", "serve"]
 

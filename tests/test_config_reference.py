@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_api.config_doc import (
+from broker_api.settings.doc import (
     BEGIN,
     END,
     REGENERATE,
@@ -19,9 +19,9 @@ from broker_api.config_doc import (
     render_toml,
     replace_block,
 )
-from broker_api.config_model import ConfigDocError
-from broker_api.namesrv.settings import NamesrvSettings
-from broker_api.settings import BrokerSettings
+from broker_api.settings.reference import ConfigDocError
+from broker_api.settings.namesrv import NamesrvSettings
+from broker_api.settings.broker import BrokerSettings
 from connectors import MirrorConfig
 from store import StoreConfig
 
@@ -107,7 +107,7 @@ def test_the_block_is_found_wherever_it_is_and_nothing_else_changes() -> None:
 def test_command_writes_checks_and_names_itself_when_stale(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{BEGIN}\nstale\n{END}\ntail\n", encoding="utf-8")
-    cmd = [sys.executable, "-m", "broker_api.config_doc", "--write", str(readme)]
+    cmd = [sys.executable, "-m", "broker_api.settings.doc", "--write", str(readme)]
     stale = subprocess.run([*cmd, "--check"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert stale.returncode == 1 and REGENERATE in stale.stderr
     assert "stale" in readme.read_text()  # --check writes nothing

@@ -118,22 +118,77 @@ def test_client_and_cli_load_without_fastapi(module: str) -> None:
     assert out.stdout.strip() == "ok"
 
 
-def _module_map() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Module map", 1)[1]
+ROOT_MODULES_MAX = 12
+
+
+def _room(module: str) -> str:
+    """``broker_api.model.pop`` -> ``broker_api.model``; a module at the root is a room of its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def _all_imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module ``name`` imports, at load time or inside a function."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {t for t in found if t in known and t != name}
+
+
+def test_broker_root_keeps_only_the_wiring() -> None:
+    root = sorted(p.name for p in (ROOT / "broker_api").glob("*.py"))
+    assert len(root) <= ROOT_MODULES_MAX, root
+
+
+def test_broker_rooms_import_one_way() -> None:
+    """No room of broker_api imports a room that imports it back, lazily or not."""
+    known = {n: p for n, p in _modules().items() if n.startswith("broker_api.")}
+    edges: dict[str, set[str]] = {}
+    for name, path in known.items():
+        for target in _all_imports(name, path, known):
+            a, b = _room(name), _room(target)
+            if a != b:
+                edges.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        return False
+
+    back = sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if reaches(b, a))
+    assert back == []
+
+
+def _architecture_map() -> list[str]:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## The broker's rooms", 1)[1]
     return section.split("```", 2)[1].splitlines()
 
 
-def test_readme_module_map_matches_the_tree() -> None:
-    lines = _module_map()
+def test_architecture_page_names_every_room_and_module() -> None:
+    lines = _architecture_map()
     words = {word.strip(",;:()`") for line in lines for word in line.split()}
     named = {word for word in words if word.endswith(".py")}
-    dirs = [line.split()[0] for line in lines if line.strip() and line.split()[0].endswith("/")]
-    # every module of broker_api is named, and every name and folder exists
-    modules = {p.name for p in (ROOT / "broker_api").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    dirs = {line.split()[0] for line in lines if line.strip() and line.split()[0].endswith("/")}
+    modules = {p.name for p in (ROOT / "broker_api").rglob("*.py") if p.name != "__init__.py"}
     assert modules - named == set()
-    all_files = {p.name for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
-    assert named - all_files == set()
-    subpackages = {p.parent.name + "/" for p in (ROOT / "broker_api").rglob("__init__.py")} - {"broker_api/"}
-    assert subpackages - set(dirs) == set()
-    assert [d for d in dirs if not any(p.is_dir() for p in ROOT.rglob(d.rstrip("/")))] == []
+    assert named - modules == set()
+    rooms = {p.parent.name + "/" for p in (ROOT / "broker_api").rglob("__init__.py")}
+    assert rooms ^ dirs == set()

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from ..client.auth import http_options
-from ..namesrv.wire import parse_namesrv_addrs
+from ..settings.addresses import parse_namesrv_addrs
 from .common import DEFAULT_URL, AsJson, Namesrv, Url, client_options, fail, print_json, print_table
 
 __all__ = ["cluster_command"]

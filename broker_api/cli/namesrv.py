@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from .common import check_listen_address, fail, note, validation_summary
 from ..auth import exposure_warning
-from ..namesrv.settings import load_namesrv_settings
+from ..settings.namesrv import load_namesrv_settings
 
 __all__ = ["namesrv_command"]
 

@@ -47,7 +47,7 @@ from .topic import topic_app
 from .namesrv import namesrv_command
 from .pop import ack_command, dlq_command, pop_command
 from ..auth import exposure_warning
-from ..settings import load_settings
+from ..settings.broker import load_settings
 
 __all__ = ["app", "main"]
 

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from .common import fail, note, print_table, validation_summary
 from ..jsonfile import read_json
-from ..settings import BrokerSettings, load_settings
-from ..topics import TopicConfig
+from ..settings.broker import BrokerSettings, load_settings
+from ..model.topics import TopicConfig
 
 __all__ = ["sql_command"]
 

@@ -36,9 +36,9 @@ from typing import Any
 import httpx
 
 from ..errors import BadRequestError, BrokerError, GroupNotFoundError, TopicNotFoundError
-from ..namesrv.client import NamesrvClient
-from ..namesrv.errors import NamesrvAddressError, NamesrvUnavailableError, TopicRouteNotFoundError
-from ..namesrv.wire import normalize_url
+from ..cluster.namesrv_client import NamesrvClient
+from ..errors import NamesrvAddressError, NamesrvUnavailableError, TopicRouteNotFoundError
+from ..settings.addresses import normalize_url
 from .auth import http_options
 from .pop import PopMixin
 from .results import (

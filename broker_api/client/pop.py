@@ -26,7 +26,7 @@ from ..errors import BadRequestError, BrokerError
 from .routing import id_host, urls_by_host
 
 if TYPE_CHECKING:
-    from ..namesrv.client import NamesrvClient
+    from ..cluster.namesrv_client import NamesrvClient
     from .routing import Route
 
 __all__ = ["AckResult", "DeadLetter", "InvisibleResult", "PopMessage", "PopMixin", "RetryResult",

@@ -20,7 +20,7 @@ from store import MessageNotFoundError
 
 from ..broker import Broker
 from ..errors import BadRequestError
-from ..topics import SYSTEM_PREFIX, TopicConfig
+from ..model.topics import SYSTEM_PREFIX, TopicConfig
 from .schemas import JsonInt
 from .wire import message_to_json, parse_json_object
 

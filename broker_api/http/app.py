@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ..broker import Broker
-from ..settings import BrokerSettings
+from ..settings.broker import BrokerSettings
 from . import admin, groups, ha, messages, ops, pop, sql, transactions
 from .auth import install_auth
 from .console import console_router

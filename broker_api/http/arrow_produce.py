@@ -43,8 +43,8 @@ from store.packed import PackedBodies
 
 from ..broker import Broker
 from ..errors import BadRequestError
-from ..topics import TopicConfig
-from ..tx_columns import ColumnFrame
+from ..model.topics import TopicConfig
+from ..transactions.columns import ColumnFrame
 from .produce_answer import Answer, column_summary
 from .wire import check_count, load_json_produce, plain_json_bodies
 

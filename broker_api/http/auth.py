@@ -37,7 +37,7 @@ from ..errors import AccessDeniedError, UnauthenticatedError
 from .errors import response_for
 
 if TYPE_CHECKING:
-    from ..settings import BrokerSettings
+    from ..settings.broker import BrokerSettings
 
 __all__ = ["AuthMiddleware", "PRINCIPAL_KEY", "install_auth"]
 

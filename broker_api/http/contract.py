@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE
-from ..pop_records import RECEIPT_PATTERN
+from ..model.pop_records import RECEIPT_PATTERN
 from connectors.tables.spec import MODES, WRITE_MODES
 
-from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
+from ..model.topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
 from .schemas import ANSWER_MODELS
 from .transactions import SINK_ID_PATTERN
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from fastapi.routing import APIRoute
 
-    from ..settings import BrokerSettings
+    from ..settings.broker import BrokerSettings
 
 __all__ = ["EXTRA_CODES", "FILTER_FORMAT", "error_codes", "install_contract", "install_namesrv_contract", "operation_id",
            "TOPIC_SCHEMA", "GROUP_SCHEMA", "TABLE_SCHEMA"]

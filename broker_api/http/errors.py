@@ -21,7 +21,7 @@ import store
 from connectors.errors import TableError
 
 from ..errors import ERROR_TABLE, BrokerError, ErrorTable
-from ..topics import validate_topic_name
+from ..model.topics import validate_topic_name
 
 if TYPE_CHECKING:  # FastAPI itself is imported only by the apps, so clients and the CLI start fast
     from fastapi import FastAPI

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from ..broker import Broker
 from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
-from ..topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN
+from ..model.topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN
 from .schemas import JsonBool, JsonInt, RequestBody
 
 __all__ = ["router"]

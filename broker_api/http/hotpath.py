@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from store import StoreError
 
-from ..admission import TICKET_KEY, OverloadedError, Ticket
+from ..protection.admission import TICKET_KEY, OverloadedError, Ticket
 from ..errors import BrokerError
 from .errors import response_for
 from .messages import produce, pull

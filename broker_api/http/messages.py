@@ -32,7 +32,7 @@ from store.errors import FlushTimeoutError
 from store.pull import page_is_recent
 from store.schedule import REAL_QID
 
-from ..admission import TICKET_KEY, Ticket
+from ..protection.admission import TICKET_KEY, Ticket
 from ..broker import Broker
 from ..errors import (
     BadOffsetError,
@@ -41,13 +41,13 @@ from ..errors import (
     BatchTooLargeError,
     UnsupportedMediaTypeError,
 )
-from ..filters import Predicate, apply_filter, compile_filter
+from ..model.filters import Predicate, apply_filter, compile_filter
 from .arrow_produce import produce_columns
 from .openapi import PRODUCE_DOC, PULL_DOC, RESERVED_CHARS
 from .produce_answer import answer_form, message_answer
 from .pull_arrow import columns_to_arrow, parse_fields
 from .staging import stage_raw, wants_raw_staging
-from ..topics import TopicConfig
+from ..model.topics import TopicConfig
 from .wire import (
     ARROW_STREAM,
     JSON_TYPES,

@@ -22,11 +22,11 @@ from pydantic import Field
 
 from store import StoredMessage
 
-from ..admission import TICKET_KEY, Ticket
+from ..protection.admission import TICKET_KEY, Ticket
 from ..broker import Broker
 from ..errors import BadRequestError
-from ..filters import Predicate, compile_filter
-from ..pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
+from ..model.filters import Predicate, compile_filter
+from ..model.pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
 from .groups import _check_group
 from .schemas import JsonInt, RequestBody
 from .wire import message_to_json

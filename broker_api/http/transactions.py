@@ -12,8 +12,8 @@ from store import Message
 
 from ..broker import Broker
 from ..errors import BadRequestError
-from ..tx_columns import ColumnFrame, ColumnParser
-from ..tx_sinks import Parser
+from ..transactions.columns import ColumnFrame, ColumnParser
+from ..transactions.sinks import Parser
 from .arrow_produce import column_frame
 from .messages import _to_messages
 from .schemas import RequestBody

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..lazy import lazy_getattr
-from .client import NamesrvClient
-from .errors import (
-    ERROR_TABLE,
+from ..cluster.namesrv_client import NamesrvClient
+from ..errors import (
     BadCrcError,
     BadRegistrationError,
     BrokerNotRegisteredError,
@@ -19,12 +18,14 @@ from .errors import (
 )
 from .route_table import LiveInfo, QueueData, RegisterResult, RouteTable
 from .scan import ScanService
-from .settings import (
+from ..settings.namesrv import (
     NamesrvSettings,
     default_namesrv_config_path,
     load_namesrv_settings,
 )
-from .wire import DataVersion, body_crc32, normalize_url, parse_namesrv_addrs
+from ..cluster.wire import DataVersion, body_crc32
+from ..settings.addresses import normalize_url, parse_namesrv_addrs
+from .errors import ERROR_TABLE
 
 if TYPE_CHECKING:
     from .app import create_namesrv_app

@@ -32,12 +32,13 @@ from ..http.console import console_router
 from ..errors import BrokerError
 from ..http.contract import install_namesrv_contract, operation_id
 from ..http.errors import error_response, install_common_handlers, lookup, response_for
-from .errors import ERROR_TABLE, BadCrcError, NamesrvError
+from ..errors import BadCrcError, NamesrvError
+from .errors import ERROR_TABLE
 from .models import QueryDataVersionBody, RegisterBody, UnregisterBody
 from .route_table import RouteTable
 from .scan import ScanService
-from .settings import NamesrvSettings
-from .wire import body_crc32
+from ..settings.namesrv import NamesrvSettings
+from ..cluster.wire import body_crc32
 
 __all__ = ["create_namesrv_app"]
 

@@ -1,4 +1,4 @@
-"""The NameServer's error hierarchy and its one HTTP error table.
+"""The NameServer's one HTTP error table.
 
 Every error answer has the body ``{"error": "<code>", "message": "..."}``.
 :data:`ERROR_TABLE` maps classes to (status, code); the app registers one
@@ -7,55 +7,19 @@ handler that walks an exception's MRO through the table.
 
 from __future__ import annotations
 
-from ..errors import ErrorTable
+from ..errors import (
+    BadCrcError,
+    BadRegistrationError,
+    BrokerNotRegisteredError,
+    ErrorTable,
+    NamesrvAddressError,
+    NamesrvError,
+    NamesrvRejectedError,
+    NamesrvUnavailableError,
+    TopicRouteNotFoundError,
+)
 
-__all__ = [
-    "NamesrvError",
-    "NamesrvAddressError",
-    "BadRegistrationError",
-    "BadCrcError",
-    "TopicRouteNotFoundError",
-    "BrokerNotRegisteredError",
-    "NamesrvRejectedError",
-    "NamesrvUnavailableError",
-    "ERROR_TABLE",
-]
-
-
-class NamesrvError(Exception):
-    """Raised when the NameServer (or a client of it) cannot do what was asked."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class NamesrvAddressError(NamesrvError, ValueError):
-    """Raised when a NameServer or broker address is not host:port or an http(s) URL."""
-
-
-class BadRegistrationError(NamesrvError):
-    """Raised when a broker request is malformed (missing fields, bad values)."""
-
-
-class BadCrcError(BadRegistrationError):
-    """Raised when a registration body's crc32 does not match its content."""
-
-
-class TopicRouteNotFoundError(NamesrvError):
-    """Raised when no live broker serves the asked topic."""
-
-
-class BrokerNotRegisteredError(NamesrvError):
-    """Raised when unregistering a broker address the NameServer does not know."""
-
-
-class NamesrvRejectedError(NamesrvError):
-    """Raised when a NameServer answers a broker request with an error status."""
-
-
-class NamesrvUnavailableError(NamesrvError):
-    """Raised when no NameServer of a list answered a client request."""
+__all__ = ["ERROR_TABLE"]
 
 
 ERROR_TABLE: ErrorTable = {

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..http.schemas import JsonInt
-from .errors import NamesrvAddressError
-from .wire import ADDRESS_PATTERN, normalize_url
+from ..errors import NamesrvAddressError
+from ..settings.addresses import ADDRESS_PATTERN, normalize_url
 
 __all__ = [
     "DataVersionBody",

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BrokerNotRegisteredError, TopicRouteNotFoundError
+from ..errors import BrokerNotRegisteredError, TopicRouteNotFoundError
 from .models import BrokerRef, DataVersionBody, RegisterBody
 
 __all__ = ["RouteTable", "RegisterResult", "QueueData", "LiveInfo"]

@@ -12,7 +12,7 @@ from typing import Any
 import uvicorn
 
 from .app import create_namesrv_app
-from .settings import NamesrvSettings, load_namesrv_settings
+from ..settings.namesrv import NamesrvSettings, load_namesrv_settings
 
 __all__ = ["run_namesrv", "serve_namesrv"]
 

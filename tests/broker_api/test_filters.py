@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from broker_api.errors import BadFilterError
-from broker_api.filters import compile_filter
+from broker_api.model.filters import compile_filter
 
 
 @pytest.mark.parametrize("expr,tags,props,expected", [

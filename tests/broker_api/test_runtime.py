@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from broker_api.settings import BrokerSettings
+from broker_api.settings.broker import BrokerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 REPO_CHECK = (

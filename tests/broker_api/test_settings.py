@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_api.settings import BrokerSettings, load_settings
+from broker_api.settings.broker import BrokerSettings, load_settings
 from connectors import MirrorConfig
 from store import StoreConfig
 

@@ -155,8 +155,8 @@ def test_decided_but_unpublished_commit_is_finished_on_restart(fast_broker: Any)
 
 def test_a_journal_left_over_after_a_snapshot_is_not_applied_twice(tmp_path: Any) -> None:
     """Crash between writing the snapshot and emptying the journal: no half counted twice."""
-    from broker_api.settings import TransactionsSection
-    from broker_api.transactions import TransactionService
+    from broker_api.settings.broker import TransactionsSection
+    from broker_api.transactions.service import TransactionService
     from store import Message, MessageStore, StoreConfig
 
     store = MessageStore(StoreConfig(root_dir=tmp_path / "store", commitlog_segment_bytes=1 << 20,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker_api.settings import TransactionsSection
-from broker_api.transactions import TX_PROPERTY, TransactionService
+from broker_api.settings.broker import TransactionsSection
+from broker_api.transactions.service import TX_PROPERTY, TransactionService
 from store import Message, MessageStore, MessageTooLargeError, StoreConfig, SysFlag
 
 
@@ -102,7 +102,7 @@ def test_a_commit_by_columns_is_finished_exactly_once_after_a_crash_mid_publish(
     import numpy as np
     import pyarrow as pa
 
-    from broker_api.tx_columns import ColumnFrame, publish_frames, read_frames
+    from broker_api.transactions.columns import ColumnFrame, publish_frames, read_frames
     from store.packed import PackedBodies
 
     def body(values: list[bytes], queues: list[int]) -> bytes:

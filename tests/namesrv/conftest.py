@@ -1,4 +1,4 @@
-"""NameServer fixtures: real ``python -m broker_api.namesrv`` processes on free ports."""
+"""NameServer fixtures: real ``python -m broker_api namesrv`` processes on free ports."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A NameServer as a real subprocess (``python -m broker_api.namesrv``) for tests."""
+"""A NameServer as a real subprocess (``python -m broker_api namesrv``) for tests."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class NamesrvProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 30.0) -> NamesrvProcess:
-        cmd = [sys.executable, "-m", "broker_api.namesrv", "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "broker_api", "namesrv", "--host", "127.0.0.1", "--port", str(self.port)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker_api.registration import BrokerIdentity, DataVersion, NamesrvRegistrar
+from broker_api.cluster.registration import BrokerIdentity, DataVersion, NamesrvRegistrar
 
 from .support import NamesrvProcess, free_port, wait_until
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from broker_api.registration import BrokerIdentity, DataVersion, NamesrvRegistrar
+from broker_api.cluster.registration import BrokerIdentity, DataVersion, NamesrvRegistrar
 
 from .support import NamesrvProcess, register_body, wait_until
 

@@ -64,7 +64,7 @@ def test_crc_is_over_the_canonical_json_without_the_crc() -> None:
 
 def test_cli_reports_a_missing_config_file(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "broker_api.namesrv", "--config", str(tmp_path / "missing.toml")],
+        [sys.executable, "-m", "broker_api", "namesrv", "--config", str(tmp_path / "missing.toml")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2

@@ -27,9 +27,9 @@ from store import DispatchBatch, InvalidMessageError, Message, MessageStore, Sys
 from store.codec import prepare_batch
 from store.columns import check_columns
 
-from .errors import BadRequestError, TransactionStateError
-from .tx_columns import ColumnParser, write_frames
-from .txspool import TxSpool
+from ..errors import BadRequestError, TransactionStateError
+from .columns import ColumnParser, write_frames
+from .spool import TxSpool
 
 __all__ = ["SinkBatches", "Parser"]
 

@@ -18,7 +18,7 @@ import ctypes.util
 import os
 from typing import Any
 
-from .settings import BrokerSettings
+from ..settings.broker import BrokerSettings
 
 __all__ = ["anon_memory_bytes", "memory_bound_bytes", "trim", "tune_allocator"]
 

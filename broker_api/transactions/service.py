@@ -51,12 +51,12 @@ from store import (
 from store.codec import prepare_batch
 from store.schedule import REAL_TOPIC
 
-from .errors import TransactionNotFoundError, TransactionStateError
-from .jsonfile import Journal, read_json, write_json_atomic
-from .settings import TransactionsSection
-from .tx_columns import ColumnParser, publish_frames, read_frames
-from .tx_sinks import SinkBatches, Parser
-from .txspool import TxSpool
+from ..errors import TransactionNotFoundError, TransactionStateError
+from ..jsonfile import Journal, read_json, write_json_atomic
+from ..settings.sections import TransactionsSection
+from .columns import ColumnParser, publish_frames, read_frames
+from .sinks import SinkBatches, Parser
+from .spool import TxSpool
 
 __all__ = ["TransactionService", "HALF_TOPIC", "TX_PROPERTY"]
 

@@ -34,7 +34,7 @@ from store import GetStatus, Message, MessageStore, PutResult, StoredMessage
 
 from .filters import Predicate, apply_filter
 from .groups import GroupManager
-from .metrics import Counter, render_gauge
+from ..metrics import Counter, render_gauge
 from .pop_records import (
     DLQ_PREFIX,
     RETRY_PREFIX,
@@ -48,7 +48,7 @@ from .pop_records import (
     replay,
     retry_message,
 )
-from .pop_config import PopSection
+from ..settings.pop import PopSection
 from .topics import TopicManager
 
 __all__ = ["PopService", "REVIVE_GROUP"]

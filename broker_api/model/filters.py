@@ -33,7 +33,7 @@ from lark.exceptions import VisitError
 
 from store import GetResult, GetStatus, PullBatch
 
-from .errors import BadFilterError
+from ..errors import BadFilterError
 
 __all__ = ["Predicate", "compile_filter", "apply_filter", "MAX_FILTER_CHARS"]
 

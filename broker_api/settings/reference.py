@@ -1,6 +1,6 @@
 """Read every setting (key, type, bounds, default, env var, description) off the settings models.
 
-Used by :mod:`broker_api.config_doc` to render the configuration reference;
+Used by :mod:`broker_api.settings.doc` to render the configuration reference;
 nothing here is written by hand except how a type or a default is spelled.
 """
 
@@ -15,8 +15,8 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from .namesrv.settings import NamesrvSettings
-from .settings import BrokerSettings
+from .namesrv import NamesrvSettings
+from .broker import BrokerSettings
 
 __all__ = ["ConfigDocError", "Section", "Setting", "broker_sections", "namesrv_sections"]
 

@@ -26,8 +26,9 @@ import httpx
 
 from store.service_thread import ServiceThread
 
-from .namesrv.errors import NamesrvRejectedError
-from .namesrv.wire import DataVersion, body_crc32, normalize_url, parse_namesrv_addrs
+from ..errors import NamesrvRejectedError
+from ..settings.addresses import normalize_url, parse_namesrv_addrs
+from .wire import DataVersion, body_crc32
 
 __all__ = [
     "BrokerIdentity",

@@ -21,9 +21,9 @@ from typing import Any
 from connectors.errors import TableError
 from connectors.tables.spec import TableSpec
 
-from .errors import TableNotFoundError, TablesDisabledError
-from .metrics import render_gauge
-from .settings import BrokerSettings
+from ..errors import TableNotFoundError, TablesDisabledError
+from ..metrics import render_gauge
+from ..settings.broker import BrokerSettings
 from .topics import TopicConfig, TopicManager
 
 __all__ = ["TableManager"]

@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
 from .admission import OverloadedError
-from .errors import BrokerBusyError
-from .settings import FastFailureSection
+from ..errors import BrokerBusyError
+from ..settings.broker import FastFailureSection
 
 __all__ = ["WriteGate"]
 

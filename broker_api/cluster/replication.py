@@ -32,10 +32,10 @@ from typing import Any
 from store import MessageStore, PutResult
 from store.ha import HAClient, HAService
 
-from .errors import SlaveReadOnlyError
-from .metrics import Counter, render_gauge
+from ..errors import SlaveReadOnlyError
+from ..metrics import Counter, render_gauge
 from .registration import NamesrvRegistrar
-from .settings import BrokerSettings
+from ..settings.broker import BrokerSettings
 
 __all__ = ["Replication", "SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE",
            "end_offset"]

@@ -5,7 +5,7 @@ Precedence, highest first: constructor arguments (``sparkmq namesrv`` flags)
 e.g. ``SPARKMQ_NAMESRV_BROKER_TIMEOUT_S=30``) > the TOML file
 (``conf/namesrv.toml``, ``--config PATH`` or ``$SPARKMQ_NAMESRV_CONFIG``)
 > the defaults below.  Every field carries its one-line description;
-``python -m broker_api.config_doc`` renders them into ``conf/namesrv.toml``
+``python -m broker_api.settings.doc`` renders them into ``conf/namesrv.toml``
 and the README's configuration reference.
 """
 
@@ -20,7 +20,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from ..toml_settings import TomlSettings
+from .toml import TomlSettings
 
 __all__ = ["NamesrvSettings", "load_namesrv_settings", "default_namesrv_config_path"]
 

@@ -32,7 +32,7 @@ import orjson
 
 from store import Message, MessageStore, StoredMessage
 
-from .errors import BadReceiptError
+from ..errors import BadReceiptError
 
 __all__ = ["REVIVE_TOPIC", "RETRY_PREFIX", "DLQ_PREFIX", "Checkpoint", "ck_message", "done_message",
            "parse_receipt", "reconsume_times", "replay", "retry_message", "dlq_message", "ORIGIN_TOPIC", "ORIGIN_MSG_ID",

@@ -34,10 +34,10 @@ from store import Message, MessageStore
 from store.schedule import REAL_QID, REAL_TOPIC
 from store.service_thread import ServiceThread
 
-from .errors import BrokerError
-from .metrics import Counter
-from .settings import TransactionsSection
-from .transactions import TransactionService
+from ..errors import BrokerError
+from ..metrics import Counter
+from ..settings.sections import TransactionsSection
+from .service import TransactionService
 
 __all__ = ["CheckBackService", "CHECK_MAX_TOPIC"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from .errors import NamesrvUnavailableError, TopicRouteNotFoundError
-from .wire import parse_namesrv_addrs
+from ..errors import NamesrvUnavailableError, TopicRouteNotFoundError
+from ..settings.addresses import parse_namesrv_addrs
 
 __all__ = ["NamesrvClient"]
 

@@ -12,7 +12,7 @@ default, environment variable and one-line description (``Field(description=
 
 Regenerate both::
 
-    python -m broker_api.config_doc --write README.md --toml-dir conf
+    python -m broker_api.settings.doc --write README.md --toml-dir conf
 
 ``--check`` exits 1, naming what is stale, instead of writing.
 """
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config_model import (
+from .reference import (
     ConfigDocError,
     Section,
     Setting,
@@ -47,7 +47,7 @@ __all__ = [
 
 BEGIN = "<!-- generated:config start -->"
 END = "<!-- generated:config end -->"
-REGENERATE = "python -m broker_api.config_doc --write README.md --toml-dir conf"
+REGENERATE = "python -m broker_api.settings.doc --write README.md --toml-dir conf"
 
 
 def _cell(text: str) -> str:
@@ -162,8 +162,8 @@ def _targets(readme: Path | None, toml_dir: Path | None) -> list[_Target]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m broker_api.config_doc [--write README.md] [--toml-dir conf] [--check]``."""
-    parser = argparse.ArgumentParser(prog="python -m broker_api.config_doc", description=__doc__.split("\n")[0])
+    """``python -m broker_api.settings.doc [--write README.md] [--toml-dir conf] [--check]``."""
+    parser = argparse.ArgumentParser(prog="python -m broker_api.settings.doc", description=__doc__.split("\n")[0])
     parser.add_argument("--write", type=Path, metavar="README.md", help="Replace the generated:config block.")
     parser.add_argument("--toml-dir", type=Path, metavar="DIR", help="Write broker.toml and namesrv.toml here.")
     parser.add_argument("--check", action="store_true", help="Only check; exit 1 if a file is stale.")

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import GroupDisabledError
-from .jsonfile import read_json, write_json_atomic
+from ..errors import GroupDisabledError
+from ..jsonfile import read_json, write_json_atomic
 
 __all__ = ["SYSTEM_GROUP_PREFIX", "GroupManager"]
 

@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .errors import BrokerBusyError
-from .metrics import Histogram
-from .settings import ServerSection
+from ..errors import BrokerBusyError
+from ..metrics import Histogram
+from ..settings.broker import ServerSection
 
 __all__ = ["CLASSES", "TICKET_KEY", "Admission", "Lane", "OverloadedError", "Ticket"]
 

@@ -4,7 +4,7 @@ Precedence, highest first: constructor arguments (CLI flags) > environment
 variables (``SPARKMQ_`` prefix, ``__`` between a section and its field, e.g.
 ``SPARKMQ_STORE__FLUSH_MODE=sync``) > the TOML file (``conf/broker.toml`` or
 ``--config PATH``) > the defaults below.  Every field carries its one-line
-description; ``python -m broker_api.config_doc`` renders them into
+description; ``python -m broker_api.settings.doc`` renders them into
 ``conf/broker.toml`` and the README's configuration reference.
 
 The ``[store]`` section is generated from :class:`store.StoreConfig`'s fields
@@ -29,11 +29,11 @@ from pydantic_settings import (
 from connectors import MirrorConfig
 from store import HAConfig, StoreConfig
 
-from .auth.config import AuthSection, TlsSection
-from .namesrv.wire import parse_namesrv_addrs
-from .pop_config import PopSection
-from .settings_sections import DelaySection, HASection, RuntimeSection, TablesSection, TransactionsSection
-from .toml_settings import TomlSettings
+from ..auth.config import AuthSection, TlsSection
+from .addresses import parse_namesrv_addrs
+from .pop import PopSection
+from .sections import DelaySection, HASection, RuntimeSection, TablesSection, TransactionsSection
+from .toml import TomlSettings
 
 __all__ = [
     "BrokerSettings",

@@ -25,9 +25,9 @@ import httpx
 
 from store.service_thread import ServiceThread
 
-from .groups import GroupManager
+from ..model.groups import GroupManager
 from .replication import Replication
-from .topics import TopicConfig, TopicManager
+from ..model.topics import TopicConfig, TopicManager
 
 __all__ = ["SlaveSyncService"]
 

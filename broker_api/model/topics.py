@@ -21,14 +21,14 @@ from connectors.tables.spec import TableSpec
 from store import MessageStore
 from store.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
 
-from .errors import (
+from ..errors import (
     BadTopicNameError,
     PermissionDeniedError,
     QueueNotFoundError,
     TopicExistsError,
     TopicNotFoundError,
 )
-from .jsonfile import read_json, write_json_atomic
+from ..jsonfile import read_json, write_json_atomic
 
 __all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "GROUP_TOPIC", "validate_topic_name", "PERMS",
            "TOPIC_NAME_MAX", "TOPIC_NAME_PATTERN", "GROUP_NAME_MAX", "GROUP_NAME_PATTERN"]

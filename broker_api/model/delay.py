@@ -48,9 +48,9 @@ from store.schedule import (
 )
 from store.timer import TimerStore
 
-from .errors import BadMessageError
-from .metrics import render_gauge
-from .settings import DelaySection
+from ..errors import BadMessageError
+from ..metrics import render_gauge
+from ..settings.sections import DelaySection
 
 __all__ = ["DelayService"]
 
