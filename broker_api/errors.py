@@ -34,6 +34,8 @@ __all__ = [
     "BatchTooLargeError",
     "BadFilterError",
     "BadReceiptError",
+    "BadQueryError",
+    "NotTransactionOwnerError",
     "TransactionNotFoundError",
     "TransactionStateError",
     "BrokerBusyError",
@@ -50,6 +52,10 @@ __all__ = [
     "BrokerNotRegisteredError",
     "NamesrvRejectedError",
     "NamesrvUnavailableError",
+    "ControllerFencedError",
+    "ControllerGroupNotFoundError",
+    "ControllerDisabledError",
+    "MasterFencedError",
 ]
 
 ErrorTable = dict[type[BaseException], tuple[int, str]]
@@ -165,6 +171,10 @@ class NotReadyError(BrokerError):
     """Raised when the broker is starting or stopping and cannot serve yet."""
 
 
+class MasterFencedError(BrokerError):
+    """Raised when a controller-mode broker may not take writes: it is not (or no longer surely) the master."""
+
+
 class TableNotFoundError(BrokerError):
     """Raised when a table action names a topic whose table mode is off."""
 
@@ -210,6 +220,18 @@ class NamesrvRejectedError(NamesrvError):
     """Raised when a NameServer answers a broker request with an error status."""
 
 
+class ControllerFencedError(NamesrvError):
+    """Raised when a controller request comes from a stale master or carries a stale in-sync set epoch."""
+
+
+class ControllerGroupNotFoundError(NamesrvError):
+    """Raised when a controller request names a broker name no replica registered."""
+
+
+class ControllerDisabledError(NamesrvError):
+    """Raised when a controller route is called on a NameServer started without --controller."""
+
+
 class NamesrvUnavailableError(NamesrvError):
     """Raised when no NameServer of a list answered a client request."""
 
@@ -238,6 +260,7 @@ ERROR_TABLE: ErrorTable = {
     BrokerBusyError: (503, "broker_busy"),
     NotReadyError: (503, "not_ready"),
     TablesDisabledError: (503, "tables_disabled"),
+    MasterFencedError: (503, "master_fenced"),
     TableNotFoundError: (404, "table_not_found"),
     BrokerError: (500, "broker_error"),
     # table topics (connectors.tables): bad settings, a refused schema change, a failing table
@@ -253,3 +276,11 @@ ERROR_TABLE: ErrorTable = {
     store.CorruptRecordError: (500, "corrupt_record"),
     store.StoreError: (500, "store_error"),
 }
+
+
+class BadQueryError(BadRequestError):
+    """Raised when a query string repeats a parameter or names one the route does not take."""
+
+
+class NotTransactionOwnerError(AccessDeniedError):
+    """Raised when a user reads, stages into or ends a transaction another user opened."""
