@@ -25,6 +25,9 @@ def namesrv_command(
         "--ssl-certfile", help="PEM certificate chain: serve HTTPS (tls_certfile).")] = None,
     ssl_keyfile: Annotated[Path | None, typer.Option(
         "--ssl-keyfile", help="PEM private key of --ssl-certfile (tls_keyfile).")] = None,
+    controller: Annotated[bool | None, typer.Option(
+        "--controller/--no-controller", help="Embed the failover controller (controller_enabled): brokers "
+        "started with --controller heartbeat here and a silent master is replaced.")] = None,
 ) -> None:
     """Run a NameServer (brokers register, clients look up routes).
 
@@ -37,12 +40,15 @@ def namesrv_command(
 
       sparkmq namesrv --port 9877 --config conf/namesrv.toml
 
+      sparkmq namesrv --controller     (automatic failover: docs/guides/failover.md)
+
       SPARKMQ_NAMESRV_AUTH_ENABLED=true sparkmq namesrv --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
     try:
         settings = load_namesrv_settings(config, host=host, port=port,
                                          tls_certfile=str(ssl_certfile) if ssl_certfile else None,
-                                         tls_keyfile=str(ssl_keyfile) if ssl_keyfile else None)
+                                         tls_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+                                         controller_enabled=controller)
     except FileNotFoundError as exc:
         fail(str(exc), code=2)  # 2, as ``run_namesrv`` has always answered a bad configuration
     except ValidationError as exc:

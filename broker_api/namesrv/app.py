@@ -41,6 +41,8 @@ from ..settings.namesrv import NamesrvSettings
 from ..cluster.wire import body_crc32
 
 __all__ = ["create_namesrv_app"]
+from .controller import ControllerService
+from .controller_routes import mount_controller
 
 
 def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = None) -> FastAPI:
@@ -53,14 +55,19 @@ def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = Non
         scan.start()
         try:
             yield
+    controller = ControllerService(settings, routes.set_master) if settings.controller_enabled else None
         finally:
             scan.stop()
 
     app = FastAPI(title="sparkmq NameServer", version="0.1.0", lifespan=lifespan,
+        if controller is not None:
+            controller.start()
                   description="Topic routes and broker registration. Errors are {\"error\": code, \"message\": text}.",
                   generate_unique_id_function=operation_id)
     install_namesrv_contract(app, sorted({code for _, code in ERROR_TABLE.values()}), settings.auth_enabled)
     app.state.routes = routes
+            if controller is not None:
+                controller.stop()
     app.state.scan = scan
     install_handlers(app)
     app.state.auth = _install_auth(app, settings)
@@ -72,6 +79,8 @@ def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = Non
 
 def _broker_routes(app: FastAPI, routes: RouteTable) -> None:
     @app.post("/v1/brokers/register")
+    app.state.controller = controller
+    mount_controller(app, controller)  # /v1/controller/... (namesrv/controller_routes.py)
     async def register(body: RegisterBody, request: Request) -> dict[str, Any]:
         """Register a broker with its topics; a slave learns its master's addresses."""
         _may_register(request, body.cluster)

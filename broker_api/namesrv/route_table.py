@@ -76,6 +76,14 @@ class RouteTable:
         self._brokers: dict[str, _BrokerName] = {}
         self._topics: dict[str, dict[str, QueueData]] = {}
         self._live: dict[str, LiveInfo] = {}
+        # when this NameServer started: after a restart its tables are empty until brokers re-register,
+        # and clients keep their cached routes while it is young (client/routes.py)
+        self.started_ms = _now_ms()
+        self._started_mono = time.monotonic()
+
+    def uptime_s(self) -> float:
+        """Seconds since this table (this NameServer process) started."""
+        return time.monotonic() - self._started_mono
 
     # -- broker side -----------------------------------------------------
 
@@ -137,6 +145,25 @@ class RouteTable:
             for address, info in stale:
                 self._remove_address(address, info.broker_name)
         return [info for _, info in stale]
+
+    def set_master(self, broker_name: str, address: str) -> bool:
+        """The controller elected ``address`` (an HTTP address it registered): it is id 0 from now on and
+        the old master's address is dropped, so clients route to the new master at once."""
+        with self._lock:
+            entry = self._brokers.get(broker_name)
+            if entry is None:
+                return False
+            old = entry.addrs.get(MASTER_ID)
+            for broker_id, addr in list(entry.addrs.items()):
+                if addr == address:
+                    del entry.addrs[broker_id]
+            if old is not None and old != address:
+                self._live.pop(old, None)
+            entry.addrs[MASTER_ID] = address
+            live = self._live.get(address)
+            if live is not None:
+                live.broker_id = MASTER_ID
+            return True
 
     # -- client side -----------------------------------------------------
 

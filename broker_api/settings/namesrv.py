@@ -53,6 +53,21 @@ class NamesrvSettings(TomlSettings):
     auth_max_clock_skew_s: float = Field(default=300.0, gt=0, description=(
         "Largest difference (seconds) between a signed request's date and this clock."))
 
+    controller_enabled: bool = Field(default=False, description=(
+        "Embed the controller (`--controller`): brokers started with `--controller` heartbeat here, and "
+        "when a master stops, an in-sync slave is elected and the routes point at it at once."))
+    controller_master_timeout_s: float = Field(default=3.0, gt=0, description=(
+        "Controller: a master silent this long (seconds) is replaced by an in-sync slave; brokers "
+        "heartbeat every second."))
+    controller_allow_unclean_election: bool = Field(default=False, description=(
+        "Controller: when no in-sync replica is alive, elect any live replica (acknowledged messages "
+        "may be lost); false keeps the group without a master until one comes back."))
+    controller_state_file: str = Field(default="namesrv-controller/state.json", description=(
+        "Controller: where masters, epochs and in-sync sets are kept (written atomically on every change, "
+        "read at start), so a restart loses nothing."))
+    controller_scan_interval_s: float = Field(default=0.5, gt=0, description=(
+        "Controller: how often (seconds) masters are checked for silence."))
+
     @model_validator(mode="after")
     def _check_tls(self) -> NamesrvSettings:
         if bool(self.tls_certfile) != bool(self.tls_keyfile):
