@@ -35,52 +35,52 @@ from ..http.errors import error_response, install_common_handlers, lookup, respo
 from ..errors import BadCrcError, NamesrvError
 from .errors import ERROR_TABLE
 from .models import QueryDataVersionBody, RegisterBody, UnregisterBody
+from .controller import ControllerService
+from .controller_routes import mount_controller
 from .route_table import RouteTable
 from .scan import ScanService
 from ..settings.namesrv import NamesrvSettings
 from ..cluster.wire import body_crc32
 
 __all__ = ["create_namesrv_app"]
-from .controller import ControllerService
-from .controller_routes import mount_controller
 
 
 def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = None) -> FastAPI:
     """Build the app; its lifespan starts and stops the inactive-broker scan."""
     routes = table if table is not None else RouteTable()
     scan = ScanService(routes, settings.scan_interval_s, settings.broker_timeout_s)
+    controller = ControllerService(settings, routes.set_master) if settings.controller_enabled else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         scan.start()
-        try:
-            yield
-    controller = ControllerService(settings, routes.set_master) if settings.controller_enabled else None
-        finally:
-            scan.stop()
-
-    app = FastAPI(title="sparkmq NameServer", version="0.1.0", lifespan=lifespan,
         if controller is not None:
             controller.start()
+        try:
+            yield
+        finally:
+            scan.stop()
+            if controller is not None:
+                controller.stop()
+
+    app = FastAPI(title="sparkmq NameServer", version="0.1.0", lifespan=lifespan,
                   description="Topic routes and broker registration. Errors are {\"error\": code, \"message\": text}.",
                   generate_unique_id_function=operation_id)
     install_namesrv_contract(app, sorted({code for _, code in ERROR_TABLE.values()}), settings.auth_enabled)
     app.state.routes = routes
-            if controller is not None:
-                controller.stop()
     app.state.scan = scan
     install_handlers(app)
     app.state.auth = _install_auth(app, settings)
     _broker_routes(app, routes)
     _client_routes(app, routes)
+    app.state.controller = controller
+    mount_controller(app, controller)  # /v1/controller/... (namesrv/controller_routes.py)
     app.include_router(console_router("namesrv"))
     return app
 
 
 def _broker_routes(app: FastAPI, routes: RouteTable) -> None:
     @app.post("/v1/brokers/register")
-    app.state.controller = controller
-    mount_controller(app, controller)  # /v1/controller/... (namesrv/controller_routes.py)
     async def register(body: RegisterBody, request: Request) -> dict[str, Any]:
         """Register a broker with its topics; a slave learns its master's addresses."""
         _may_register(request, body.cluster)
