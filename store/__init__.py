@@ -7,6 +7,7 @@ from .config import FlushMode, HAConfig, StoreConfig
 from .dispatch import DispatchBatch, Dispatcher, decode_properties
 from .errors import (
     CorruptRecordError,
+    DamagedMessageError,
     DiskFullError,
     InvalidMessageError,
     InvalidOffsetError,
@@ -24,6 +25,7 @@ __all__ = [
     "ArrivalListener",
     "ColumnPutResult",
     "CorruptRecordError",
+    "DamagedMessageError",
     "DamagedRecord",
     "DiskFullError",
     "DispatchBatch",

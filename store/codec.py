@@ -24,7 +24,10 @@ Every record uses RocketMQ's CommitLog layout (v1), big-endian::
       88+B     1  TOPIC_LENGTH = T
       89+B     T  TOPIC             utf-8
     89+B+T     2  PROPERTIES_LENGTH = P
-    91+B+T     P  PROPERTIES        name \\x01 value \\x02 ...
+    91+B+T     P  PROPERTIES        name \\x01 value \\x02 ... WCRC \\x01 8 hex digits \\x02
+
+The closing ``WCRC`` pair is the whole-record CRC (:mod:`.wcrc`, sys flag
+bit 16): every byte of the record is checked, not only the body.
 
 A BLANK record is just TOTAL_SIZE + BLANK_MAGIC (8 bytes) followed by
 whatever the segment held; it tells readers to jump to the next segment.
@@ -38,8 +41,6 @@ characters, so a lookup by id is a direct read.
 
 from __future__ import annotations
 
-import functools
-import socket
 import struct
 import zlib
 from dataclasses import dataclass
@@ -48,8 +49,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import wcrc
 from .crc import crc32
 from .dispatch import decode_properties
+from .ids import decode_host, encode_host, make_msg_id, make_msg_ids, parse_msg_id
 from .errors import CorruptRecordError, InvalidMessageError, MessageTooLargeError
 from .message import Message, StoredMessage
 
@@ -103,46 +106,11 @@ assert HEADER_DTYPE.itemsize == HEADER_SIZE == 88
 _SIZE_MAGIC = struct.Struct(">iI")
 _U16 = struct.Struct(">H")
 
-_RESERVED = ("TAGS", "KEYS")
+_RESERVED = ("TAGS", "KEYS", "WCRC")
 _FORBIDDEN = ("\x00", "\x01", "\x02", "\x03")
 MAX_TOPIC_BYTES = 127
 MAX_PROPERTIES_BYTES = 32767
-
-
-def encode_host(host: str) -> int:
-    """``"ip:port"`` → 8 bytes packed in an int (IPv4 high, port low)."""
-    ip, _, port = host.rpartition(":")
-    try:
-        packed = socket.inet_aton(ip or "127.0.0.1")
-        return (int.from_bytes(packed, "big") << 32) | int(port or 0)
-    except (OSError, ValueError) as exc:
-        raise InvalidMessageError(f"host {host!r} is not 'ipv4:port'") from exc
-
-
-@functools.lru_cache(maxsize=1024)
-def decode_host(value: int) -> str:
-    return f"{socket.inet_ntoa((value >> 32).to_bytes(4, 'big'))}:{value & 0xFFFFFFFF}"
-
-
-def make_msg_id(store_host: int, phy_offset: int) -> str:
-    return f"{store_host:016X}{phy_offset:016X}"
-
-
-def make_msg_ids(store_host: int, phy_offsets: Sequence[int] | np.ndarray) -> list[str]:
-    """``make_msg_id`` for many offsets at once (hex-encoded in one C call)."""
-    prefix = f"{store_host:016X}"
-    digits = np.asarray(phy_offsets, dtype=">u8").tobytes().hex().upper()
-    return [prefix + digits[i:i + 16] for i in range(0, len(digits), 16)]
-
-
-def parse_msg_id(msg_id: str) -> tuple[int, int]:
-    """Message id → (store host, physical offset)."""
-    if len(msg_id) != 32:
-        raise InvalidMessageError(f"message id {msg_id!r} must be 32 hex characters")
-    try:
-        return int(msg_id[:16], 16), int(msg_id[16:], 16)
-    except ValueError as exc:
-        raise InvalidMessageError(f"message id {msg_id!r} is not hexadecimal") from exc
+MAX_USER_PROPERTIES = MAX_PROPERTIES_BYTES - wcrc.LEN  # the WCRC pair takes the rest
 
 
 def tag_code(tags: str | None) -> int:
@@ -173,8 +141,8 @@ def encode_properties(keys: Sequence[str], tags: str | None, props: Mapping[str,
             raise InvalidMessageError(f"property {name!r} value holds control characters \\x00-\\x03")
         parts.append(f"{name}\x01{value}\x02")
     raw = "".join(parts).encode("utf-8")
-    if len(raw) > MAX_PROPERTIES_BYTES:
-        raise InvalidMessageError(f"properties take {len(raw)} bytes; the limit is {MAX_PROPERTIES_BYTES}")
+    if len(raw) > MAX_USER_PROPERTIES:
+        raise InvalidMessageError(f"properties take {len(raw)} bytes; the limit is {MAX_USER_PROPERTIES}")
     return raw
 
 
@@ -268,15 +236,15 @@ def prepare_batch(messages: Sequence[Message], now_ms: int, default_born_host: i
         if props:
             text += "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
             pairs += len(props)
-            odd = odd or "" in props or "TAGS" in props or "KEYS" in props
+            odd = odd or "" in props or "TAGS" in props or "KEYS" in props or "WCRC" in props
         pairs += 1 if tags else 0
         raw = text.encode("utf-8")
-        if len(raw) > MAX_PROPERTIES_BYTES:
+        if len(raw) > MAX_USER_PROPERTIES:
             odd = True
         bodies.append(body)
         texts.append(text)
-        tails.append(head + pack(len(raw) & 0xFFFF) + raw)
-        rows.append((m.queue_id, m.flag, m.sys_flag, m.born_timestamp or now_ms, m.reconsume_times,
+        tails.append(head + pack((len(raw) + wcrc.LEN) & 0xFFFF) + raw + wcrc.PLACEHOLDER)
+        rows.append((m.queue_id, m.flag, m.sys_flag | wcrc.FLAG, m.born_timestamp or now_ms, m.reconsume_times,
                      m.prepared_transaction_offset))
         hosts = hosts or m.born_host is not None
     joined = "".join(texts)
@@ -310,19 +278,20 @@ def encode_batch(
     queue_offsets: list[int],
     store_ts: int,
     store_host: int,
-) -> bytes:
+) -> bytearray:
     """Encode messages ``lo:hi`` of a prepared batch into one byte string.
 
     ``phy_offsets``/``queue_offsets`` hold the values of messages ``lo:hi``.
+    Each record's WCRC digits are written last (:func:`.wcrc.seal`).
     """
     if hi - lo <= 8:  # numpy's fixed cost outweighs its speed on tiny batches
         pack = HEADER.pack
-        return b"".join(
+        return wcrc.seal(bytearray().join(
             pack(batch.sizes[i], MESSAGE_MAGIC, batch.crcs[i], r[0], r[1], queue_offsets[i - lo],
                  phy_offsets[i - lo], r[2], r[3], batch.born_hosts[i], store_ts, store_host, r[4], r[5],
                  len(batch.bodies[i])) + batch.bodies[i] + batch.tails[i]
             for i, r in zip(range(lo, hi), batch.rows[lo:hi])
-        )
+        ), batch.sizes[lo:hi])
     n = hi - lo
     cols = np.array(batch.rows[lo:hi], np.int64).reshape(n, 6)
     hdr = np.empty(n, HEADER_DTYPE)
@@ -343,7 +312,8 @@ def encode_batch(
     hdr["body_len"] = list(map(len, batch.bodies[lo:hi]))
     raw = hdr.tobytes()
     heads = [raw[i : i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
-    return b"".join(chain.from_iterable(zip(heads, batch.bodies[lo:hi], batch.tails[lo:hi])))
+    return wcrc.seal(bytearray().join(chain.from_iterable(zip(heads, batch.bodies[lo:hi], batch.tails[lo:hi]))),
+                     batch.sizes[lo:hi])
 
 
 def encode_blank(size: int) -> bytes:
@@ -356,7 +326,8 @@ def decode_record(buf: bytes | memoryview, pos: int, expect_phy: int | None = No
     """Decode and verify the record at ``buf[pos:]``.
 
     Raises CorruptRecordError, and nothing else, when the magic code, lengths,
-    physical offset, text fields or (with ``check_crc``) the body CRC do not hold.
+    physical offset, text fields or (with ``check_crc``) the whole-record CRC
+    (:mod:`.wcrc`; the body CRC for a record written without it) do not hold.
     """
     try:
         return _decode(buf, pos, expect_phy, check_crc)
@@ -385,13 +356,25 @@ def _decode(buf: bytes | memoryview, pos: int, expect_phy: int | None, check_crc
     p0 = t0 + tlen + 2
     if HEADER_SIZE + blen + 3 + tlen + plen != total:
         raise CorruptRecordError(f"record at {phy}: lengths do not add up to {total}")
-    if check_crc and crc32(body) != crc:
-        raise CorruptRecordError(f"record at {phy}: body CRC mismatch")
-    keys, tags, user = split_properties(bytes(buf[p0 : p0 + plen]))
+    sealed = bool(sysflag & wcrc.FLAG)
+    if sealed and plen < wcrc.LEN:
+        raise CorruptRecordError(f"record at {phy}: the sys flag says WCRC but the properties are too short for it")
+    if check_crc:
+        _check_crcs(buf, pos, total, sealed, crc32(body) == crc, phy)
+    keys, tags, user = split_properties(bytes(buf[p0 : p0 + plen - (wcrc.LEN if sealed else 0)]))
     return StoredMessage(
         topic=topic_b.decode("utf-8"), queue_id=qid, queue_offset=qoff, phy_offset=phy,
         msg_id=make_msg_id(store_host, phy), body=body, keys=keys, tags=tags,
         properties=decode_properties(user), born_timestamp=born_ts, store_timestamp=store_ts,
-        size=total, flag=flag, sys_flag=sysflag, reconsume_times=reconsume,
+        size=total, flag=flag, sys_flag=sysflag & ~wcrc.FLAG, reconsume_times=reconsume,
         prepared_transaction_offset=prep, born_host=decode_host(born_host), store_host=decode_host(store_host),
     )
+
+
+def _check_crcs(buf: bytes | memoryview, pos: int, total: int, sealed: bool, body_ok: bool, phy: int) -> None:
+    if sealed and not wcrc.trailer_ok(buf, pos + total, pos):
+        raise CorruptRecordError(f"record at {phy}: whole-record CRC (WCRC) mismatch")
+    if not sealed and wcrc.looks_sealed(buf, pos + total, pos):
+        raise CorruptRecordError(f"record at {phy}: it ends with a WCRC pair but its sys flag does not say so")
+    if not body_ok:
+        raise CorruptRecordError(f"record at {phy}: body CRC mismatch")

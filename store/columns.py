@@ -11,7 +11,9 @@ same CommitLog records as :mod:`.codec` (layout drawn there), column by column:
   when there are no keys, otherwise built from the keys in one pass;
 * when every record has the same size (same body and key lengths) the
   records are assembled in a 2-D ``uint8`` array (n rows x record size) by
-  three strided copies, else by one ``bytes.join`` of header, body and tail.
+  three strided copies, else by one ``bytes.join`` of header, body and tail;
+* each tail ends with the WCRC pair, whose digits are written once the
+  record is whole (:mod:`.wcrc`: one CRC call per record).
 
 The result is copied into the mapped segment once.  Nothing in the on-disk
 format differs from :func:`.codec.encode_batch`: the same bytes for the same
@@ -28,7 +30,9 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .codec import HEADER_DTYPE, HEADER_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, MESSAGE_MAGIC, make_msg_ids
+from . import wcrc
+from .codec import (HEADER_DTYPE, HEADER_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_BYTES, MAX_USER_PROPERTIES,
+                    MESSAGE_MAGIC, make_msg_ids)
 from .crc import crc32
 from .errors import FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 from .packed import PackedBodies
@@ -89,6 +93,7 @@ class ColumnBatch:
             elif isinstance(tails, np.ndarray):
                 tails = tails[lo:hi]
             out[:, HEADER_SIZE + blen:] = np.frombuffer(tails, np.uint8) if isinstance(tails, bytes) else tails
+            wcrc.seal_rows(out)
             return memoryview(out.reshape(-1).data)
         hdr = np.empty(n, HEADER_DTYPE)
         self._fill_header(hdr, lo, hi, phys, qoffs, store_ts, store_host)
@@ -99,7 +104,7 @@ class ColumnBatch:
         tails = self.tails
         tails_it = repeat(tails) if isinstance(tails, bytes) else (
             list(tails) if isinstance(tails, list) else [r.tobytes() for r in tails])[lo:hi]
-        return b"".join(chain.from_iterable(zip(heads, parts, tails_it)))
+        return wcrc.seal(bytearray().join(chain.from_iterable(zip(heads, parts, tails_it))), self.sizes[lo:hi])
 
     def _fill_header(self, hdr: np.ndarray, lo: int, hi: int, phys: np.ndarray, qoffs: np.ndarray, store_ts: int,
                      store_host: int) -> None:
@@ -116,7 +121,7 @@ class ColumnBatch:
         hdr["store_host"] = store_host
         for name in _ZERO_FIELDS:
             hdr[name] = 0
-        hdr["sys_flag"] = self.sys_flag
+        hdr["sys_flag"] = self.sys_flag | wcrc.FLAG
 
     def _tail_len(self, i: int) -> int:
         tails = self.tails
@@ -174,12 +179,14 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None, extra: Map
     for name, value in (extra or {}).items():
         _check("property name", name)
         _check("property value", value)
+        if name in ("TAGS", "KEYS", "WCRC"):
+            raise InvalidMessageError(f"property name {name!r} is reserved")
         user += name.encode("utf-8") + b"\x01" + value.encode("utf-8") + b"\x02"
     if keys is None:
-        if len(tag_part) + len(user) > MAX_PROPERTIES_BYTES:
+        if len(tag_part) + len(user) > MAX_USER_PROPERTIES:
             raise InvalidMessageError(f"the tag and properties take {len(tag_part) + len(user)} bytes; the limit "
-                                      f"is {MAX_PROPERTIES_BYTES}")
-        return head + _U16.pack(len(tag_part) + len(user)) + tag_part + user, 0
+                                      f"is {MAX_USER_PROPERTIES}")
+        return head + _U16.pack(len(tag_part) + len(user) + wcrc.LEN) + tag_part + user + wcrc.PLACEHOLDER, 0
     n = len(keys)
     # every key, UTF-8, each followed by \x03: separators found by byte comparisons, no object per key
     raw = np.frombuffer(("\x03".join(keys) + "\x03").encode("utf-8"), np.uint8)
@@ -192,14 +199,14 @@ def _tails(head: bytes, tags: str | None, keys: Sequence[str] | None, extra: Map
     lens = np.diff(seps, prepend=-1) - 1
     if not lens.all():
         raise InvalidMessageError("a key is empty; every key must be non-empty")
-    fixed = len(tag_part) + 6 + len(user)  # "KEYS\x01" ... "\x02"
+    fixed = len(tag_part) + 6 + len(user) + wcrc.LEN  # "KEYS\x01" ... "\x02", the user pairs, the WCRC pair
     klen, top = int(lens[0]), int(lens.max())
     if top + fixed > MAX_PROPERTIES_BYTES:
-        raise InvalidMessageError(f"a key makes properties longer than {MAX_PROPERTIES_BYTES} bytes")
+        raise InvalidMessageError(f"a key makes properties longer than {MAX_USER_PROPERTIES} bytes")
     if top != int(lens.min()):
         pre = {k: head + _U16.pack(k + fixed) + tag_part + b"KEYS\x01" for k in np.unique(lens).tolist()}
         encoded = raw.tobytes().split(b"\x03")[:n]
-        return [pre[len(k)] + k + b"\x02" + user for k in encoded], lens
+        return [pre[len(k)] + k + b"\x02" + user + wcrc.PLACEHOLDER for k in encoded], lens
     return _key_rows(head, tag_part, raw.reshape(n, klen + 1), user), klen
 
 
@@ -207,9 +214,10 @@ def _key_rows(head: bytes, tag_part: bytes, keys: np.ndarray, user: bytes = b"")
     """One tail per message, built by columns from ``keys`` (n rows: the key's bytes, then one spare
     byte), then the ``user`` properties every message has."""
     n, width = keys.shape
+    user += wcrc.PLACEHOLDER  # the WCRC pair closes every tail
     fixed = len(tag_part) + 6 + len(user)  # "KEYS\x01" ... "\x02"
     if width - 1 + fixed > MAX_PROPERTIES_BYTES:
-        raise InvalidMessageError(f"a key makes properties longer than {MAX_PROPERTIES_BYTES} bytes")
+        raise InvalidMessageError(f"a key makes properties longer than {MAX_USER_PROPERTIES} bytes")
     start = head + _U16.pack(width - 1 + fixed) + tag_part + b"KEYS\x01"
     rows = np.empty((n, len(start) + width + len(user)), np.uint8)
     rows[:, :len(start)] = np.frombuffer(start, np.uint8)

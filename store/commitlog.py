@@ -26,7 +26,7 @@ import numpy as np
 
 from . import codec
 from .columns import ColumnBatch
-from .errors import CorruptRecordError, InvalidOffsetError, MessageNotFoundError
+from .errors import CorruptRecordError, DamagedMessageError, InvalidOffsetError, MessageNotFoundError
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .dispatch import DispatchBatch
@@ -219,23 +219,26 @@ class CommitLog:
 
     # -- read ------------------------------------------------------------
     def read_message(self, phy_offset: int, size: int | None = None) -> StoredMessage:
+        """The message at ``phy_offset``, CRC checked.  MessageNotFoundError when no record starts there,
+        DamagedMessageError when one does (its magic code or its PHYSICAL_OFFSET says so) but fails a check."""
         seg = self.queue.find(phy_offset)
         if seg is None:
             raise MessageNotFoundError(f"no CommitLog segment holds offset {phy_offset}")
         pos = phy_offset - seg.start_offset
         try:
-            if size is None:
-                head = seg.read(pos, 4)
-                size = int.from_bytes(head, "big") if len(head) == 4 else 0
-            if size <= 0 or pos + size > seg.wrote:
-                raise MessageNotFoundError(f"no message at CommitLog offset {phy_offset}")
-            data = seg.read(pos, size)
+            data = seg.read(pos, min(codec.HEADER_SIZE, max(0, seg.wrote - pos)))
+            size = size if size is not None else (int.from_bytes(data[:4], "big") if len(data) >= 4 else 0)
+            if 0 < size and pos + size <= seg.wrote:
+                data = seg.read(pos, size)
         except ValueError as exc:  # segment closed by retention meanwhile
             raise MessageNotFoundError(f"CommitLog offset {phy_offset} was deleted") from exc
         try:
             return codec.decode_record(data, 0, phy_offset)
         except CorruptRecordError as exc:
-            raise MessageNotFoundError(f"no valid message at CommitLog offset {phy_offset}: {exc}") from exc
+            head = codec.HEADER.unpack_from(data.ljust(codec.HEADER_SIZE, b"\0"))
+            if head[1] != codec.MESSAGE_MAGIC and head[6] != phy_offset:  # no record starts here
+                raise MessageNotFoundError(f"no message at CommitLog offset {phy_offset}: {exc}") from exc
+            raise DamagedMessageError(f"the record at CommitLog offset {phy_offset} is damaged: {exc}") from exc
 
     def read_spans(self, phys: list[int] | np.ndarray,
                    sizes: list[int] | np.ndarray) -> Iterator[tuple[int, int, int, bytes | None]]:
@@ -300,7 +303,7 @@ class CommitLog:
         size = min(max_bytes, seg.wrote - pos)
         return seg.read(pos, size) if size > 0 else b""
 
-    def read_batch(self, start: int, max_bytes: int) -> tuple[DispatchBatch | None, int]:
+    def read_batch(self, start: int, max_bytes: int, check_crc: bool = False) -> tuple[DispatchBatch | None, int]:
         """Parse records from ``start``; returns (batch or None, the next offset).
 
         Jumps over BLANK fillers, deleted segments and quarantined records (a batch
@@ -317,10 +320,10 @@ class CommitLog:
         chunk = self.read_chunk(start, max_bytes)
         if not chunk:
             return None, self.next_segment_offset(start) if start < self.max_offset() else start
-        result = scan_chunk(chunk, start, check_crc=False, store_host=self.store_host)
+        result = scan_chunk(chunk, start, check_crc=check_crc, store_host=self.store_host)
         if result.stop is ScanStop.SHORT and result.consumed == 0:
             total = int.from_bytes(chunk[:4], "big")
-            result = scan_chunk(self.read_chunk(start, total), start, check_crc=False, store_host=self.store_host)
+            result = scan_chunk(self.read_chunk(start, total), start, check_crc=check_crc, store_host=self.store_host)
         if result.stop is ScanStop.INVALID or (result.stop is ScanStop.SHORT and result.consumed == 0):
             raise CorruptRecordError(f"invalid CommitLog record at {start + result.consumed}: {result.reason}")
         nxt = self.next_segment_offset(start) if result.stop is ScanStop.BLANK else start + result.consumed

@@ -20,6 +20,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidOffsetError",
     "FlushTimeoutError",
+    "DamagedMessageError",
 ]
 
 
@@ -53,6 +54,14 @@ class MessageNotFoundError(StoreError):
 
 class CorruptRecordError(StoreError):
     """Raised when a record on disk fails its magic code or CRC check."""
+
+
+class DamagedMessageError(CorruptRecordError, MessageNotFoundError):
+    """Raised when the record a lookup (by id or key) names is on disk but fails its checks: never served.
+
+    A MessageNotFoundError too, so callers that skip missing messages still stop; its
+    CorruptRecordError base comes first, so an error table maps it as a damaged record.
+    """
 
 
 class InvalidOffsetError(StoreError):

@@ -26,6 +26,8 @@ class SysFlag(enum.IntFlag):
     TRANSACTION_PREPARED = 0x1 << 2
     TRANSACTION_COMMIT = 0x2 << 2
     TRANSACTION_ROLLBACK = 0x3 << 2
+    # The record ends with the whole-record CRC pair (store.wcrc); set by the store, hidden from readers.
+    WHOLE_CRC = 0x1 << 16
 
     @staticmethod
     def transaction_state(flag: int) -> int:

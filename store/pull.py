@@ -7,7 +7,8 @@ gone (retention) are skipped.  Status and corrected offsets follow
 RocketMQ's GetMessageStatus.
 
 Every record read is checked against its unit (topic, queue, queue offset,
-size) and, unless ``verify_crc_on_read`` is off, its body CRC.  A page stops
+size) and, unless ``verify_crc_on_read`` is off, its CRC (the whole-record
+CRC, :mod:`.wcrc`; the body CRC of a record written before it).  A page stops
 before the first damaged record; a pull starting at one answers
 CORRUPT_MESSAGE with ``next_offset`` past it and the record named, so a
 damaged record is never served and never skipped silently.
@@ -23,14 +24,13 @@ import numpy as np
 from . import codec
 from .commitlog import CommitLog
 from .consume_queue import ConsumeQueue
-from .errors import CorruptRecordError, InvalidOffsetError, MessageNotFoundError
+from .errors import CorruptRecordError, DamagedMessageError, InvalidOffsetError, MessageNotFoundError
 from .dispatch import DispatchBatch
 from .message import DamagedRecord, GetResult, GetStatus, StoredMessage
 from .commitlog import _SPAN
-from .crc_fold import run_ok
 from .page_bytes import equal_at, gather
 from .quarantine import DAMAGED_TAG  # a quarantined record's unit: every tag filter takes it (and answers CORRUPT)
-from .scanner import _Headers, _crc_ok, _headers, parse_at  # the header checks of parse_at, without its columns
+from .scanner import _crc_ok, _headers, parse_at  # the header checks of parse_at, without its columns
 
 __all__ = ["pull", "pull_batch", "PullBatch", "pull_page", "PullColumns", "read_many", "page_is_recent",
            "MAX_UNITS_EXAMINED"]
@@ -147,7 +147,7 @@ def read_records(commitlog: CommitLog, phys: Iterable[int], chunk_bytes: int = 8
     parts: list[DispatchBatch] = []
     i, end = 0, 0
     while i < len(wanted):
-        batch, nxt = commitlog.read_batch(wanted[i], chunk_bytes)
+        batch, nxt = commitlog.read_batch(wanted[i], chunk_bytes, commitlog.verify_crc)
         if batch is not None:
             rows = np.flatnonzero(np.isin(batch.phy_offsets, wanted[i:]))
             if len(rows):
@@ -165,6 +165,8 @@ def read_many(commitlog: CommitLog, phys: Iterable[int]) -> list[StoredMessage]:
     for phy in phys:
         try:
             out.append(commitlog.read_message(int(phy)))
+        except DamagedMessageError:
+            raise  # a damaged record is named, never skipped
         except MessageNotFoundError:
             continue
     return out
@@ -378,10 +380,10 @@ def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarra
     u8 = np.frombuffer(buf, np.uint8)
     if not ok.all() or not equal_at(u8, h.t_at + 1, topic):
         return None
-    bodies, body_offsets = gather(u8, h.st + _HS, h.blen)
-    if check_crc and not _bodies_ok(bodies, buf, h):
+    if check_crc and not _crc_ok(buf, h).all():  # type: ignore[arg-type]  # any buffer will do
         return None
-    props, prop_offsets = gather(u8, h.p_at + 2, h.plen) if h.plen.any() else \
+    bodies, body_offsets = gather(u8, h.st + _HS, h.blen)
+    props, prop_offsets = gather(u8, h.p_at + 2, h.ulen) if h.ulen.any() else \
         (np.zeros(0, np.uint8), np.zeros(n + 1, np.int32))  # no properties (a bulk produce's records)
     del u8
     return {"queue_offsets": h.hdr["queue_offset"].astype(np.int64), "phy_offsets": phys,
@@ -390,11 +392,3 @@ def _checked_columns(buf: memoryview, lo: int, cq: ConsumeQueue, phys: np.ndarra
             "store_timestamps": h.hdr["store_ts"].astype(np.int64),
             "bodies": bodies, "body_offsets": body_offsets, "properties": props, "property_offsets": prop_offsets}
 
-
-def _bodies_ok(bodies: np.ndarray, buf: memoryview, h: _Headers) -> bool:
-    """Whether every body matches its stored CRC: bodies of one length (now back to back in
-    ``bodies``) with one zlib call (:mod:`.crc_fold`), others run by run as the scanner does."""
-    width = int(h.blen[0])
-    if width > 0 and (h.blen == width).all():
-        return run_ok(bodies, 0, width, len(h.blen), width, h.hdr["crc"])
-    return bool(_crc_ok(buf, h).all())  # type: ignore[arg-type]  # any buffer will do

@@ -44,7 +44,7 @@ class RecordColumns:
         self.buf, self.h, self.store_host = buf, h, store_host
         self.u8 = np.frombuffer(buf, np.uint8)
         p0 = h.p_at + 2
-        self.p_end = p0 + h.plen
+        self.p_end = p0 + h.ulen  # the WCRC pair is not a property readers see
         self.spans = parse_spans(self.u8, p0, self.p_end)
         self.slow: dict[int, tuple[str | None, tuple[str, ...], bytes]] = {
             r: _split_one(buf[p:e]) for r, p, e in zip(np.flatnonzero(self.spans.slow).tolist(),

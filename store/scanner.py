@@ -2,7 +2,8 @@
 
 Used by the reput service (dispatch) and by recovery (find the valid end).
 Every record is checked: magic code, lengths that add up, the physical
-offset it claims, and (when asked) the body CRC.  The scan stops at the
+offset it claims, and (when asked) its CRC: the whole-record CRC
+(:mod:`.wcrc`), or the body CRC for a record written before it.  The scan stops at the
 first record that fails, at a BLANK record, or at a record cut short by the
 end of the chunk; the caller learns which.
 
@@ -13,7 +14,7 @@ Work is split so that Python pays per record only what cannot be avoided:
 2. headers: numpy gathers the 88-byte headers of all records at once and
    checks magic, physical offsets and lengths as arrays;
 3. CRC (recovery): one zlib call per run of equal records (:mod:`.crc_fold`),
-   one per body elsewhere;
+   one per record elsewhere;
 4. columns (dispatch): topics and tags decoded per distinct value, tag and
    key spans found by numpy (:mod:`.record_columns`, :mod:`.props_scan`);
    bodies, keys and ids only when a dispatcher asks for them.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import codec
+from . import codec, wcrc
 from .crc import crc32
 from .crc_fold import run_ok
 from .dispatch import DispatchBatch
@@ -134,6 +135,7 @@ class _Headers:
     tlen: np.ndarray
     p_at: np.ndarray
     plen: np.ndarray
+    ulen: np.ndarray  # the properties' length without the WCRC pair
     ok: np.ndarray  # per record: lengths add up and the offset is right
 
     def take(self, idx: np.ndarray | slice) -> _Headers:
@@ -197,10 +199,31 @@ def _headers(buf: bytes, base_offset: int, st: np.ndarray) -> _Headers:
     p_at = t_at + 1 + tlen  # PROPERTIES_LENGTH
     plen = u8[np.clip(p_at, 0, last)].astype(np.int64) * 256 + u8[np.clip(p_at + 1, 0, last)]
     ok &= p_at + 2 + plen == st + total
-    return _Headers(hdr, st, total, blen, t_at, tlen, p_at, plen, ok)
+    sealed = (hdr["sys_flag"] & wcrc.FLAG) != 0
+    ulen = plen - wcrc.LEN * sealed
+    ok &= ulen >= 0
+    return _Headers(hdr, st, total, blen, t_at, tlen, p_at, plen, ulen, ok)
 
 
 def _crc_ok(buf: bytes, h: _Headers) -> np.ndarray:
+    """Whether each record matches its CRCs (see :mod:`.wcrc`): its WCRC pair when its sys flag says it has
+    one, else its body CRC (and no WCRC pair)."""
+    u8 = np.frombuffer(buf, np.uint8)
+    ends = h.st + h.total
+    vals, formed = wcrc.values(u8, ends)
+    sealed = h.ulen != h.plen
+    if sealed.all():
+        return formed & wcrc.matches(u8, h.st, h.total, vals)  # type: ignore[no-any-return]
+    ok = ~formed  # an unflagged record must not end with a WCRC pair
+    old = np.flatnonzero(~sealed)
+    ok[old] &= _body_crc_ok(buf, h.take(old))
+    new = np.flatnonzero(sealed)
+    if len(new):
+        ok[new] = formed[new] & wcrc.matches(u8, h.st[new], h.total[new], vals[new])
+    return ok
+
+
+def _body_crc_ok(buf: bytes, h: _Headers) -> np.ndarray:
     """Whether each record's body matches its CRC: a run of equal records at once
     (:mod:`.crc_fold`), and record by record where a run fails or there is none."""
     n = len(h.st)
@@ -274,7 +297,7 @@ def _columns(buf: bytes, h: _Headers, store_host: int, end_offset: int) -> Dispa
         tag_codes=src.tag_codes,
         store_timestamps=hdr["store_ts"].astype(np.int64),
         born_timestamps=hdr["born_ts"].astype(np.int64),
-        sys_flags=hdr["sys_flag"].astype(np.int32),
+        sys_flags=hdr["sys_flag"].astype(np.int32) & ~wcrc.FLAG,
         end_offset=end_offset,
         source=src,
     )

@@ -5,7 +5,9 @@ walks each from its first byte, record by record (TOTAL_SIZE), until the
 segment's BLANK filler or its unwritten (zero) tail::
 
     record ok?  magic, TOTAL_SIZE that fits, PHYSICAL_OFFSET = where it lies,
-                body/topic/properties lengths that add up, zlib.crc32(body) = BODY_CRC
+                body/topic/properties lengths that add up, and its whole-record
+                CRC (:mod:`.wcrc`), or zlib.crc32(body) = BODY_CRC for a record
+                written before it
 
 A record whose structure holds but whose CRC does not is named with the
 topic, queue and queue offset from its own header.  A record whose
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .crc import crc32
-from . import codec
+from . import codec, wcrc
+from .quarantine import Quarantine, QuarantinedRecord
 
 __all__ = ["Damage", "VerifyReport", "verify_commitlog"]
 
@@ -60,6 +63,8 @@ class VerifyReport:
     bytes: int = 0
     damaged: list[Damage] = field(default_factory=list)
     torn_tail: Damage | None = None
+    # what the store's recovery quarantined (``<root>/quarantine``): also in ``damaged`` while on disk
+    quarantined: list[QuarantinedRecord] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -75,7 +80,7 @@ def _check(buf: bytes, pos: int, base: int) -> tuple[int, str, tuple[str, int, i
     """(total size or 0, reason if bad, (topic, queue, queue offset) when the header is sound)."""
     if pos + _HS > len(buf):
         return 0, "record header cut short by the end of the segment", None
-    (total, _magic, crc, qid, _flag, qoff, phy, *_rest, blen) = codec.HEADER.unpack_from(buf, pos)
+    (total, _magic, crc, qid, _flag, qoff, phy, sysflag, *_rest, blen) = codec.HEADER.unpack_from(buf, pos)
     if total < _HS + 3 or pos + total > len(buf):
         return 0, f"TOTAL_SIZE {total} does not fit the segment", None
     if phy != base + pos:
@@ -89,9 +94,15 @@ def _check(buf: bytes, pos: int, base: int) -> tuple[int, str, tuple[str, int, i
     if p_at + 2 + plen != pos + total:
         return 0, "topic and properties lengths do not add up to TOTAL_SIZE", None
     where = (buf[t_at + 1:p_at].decode("utf-8", "replace"), qid, qoff)
-    if crc32(buf[pos + _HS:pos + _HS + blen]) != crc:
-        return total, "body CRC does not match", where
-    return total, "", where
+    return total, _crc_problem(buf, pos, total, bool(sysflag & wcrc.FLAG), crc, blen), where
+
+
+def _crc_problem(buf: bytes, pos: int, total: int, sealed: bool, crc: int, blen: int) -> str:
+    if sealed:
+        return "" if wcrc.trailer_ok(buf, pos + total, pos) else "whole-record CRC (WCRC) does not match"
+    if wcrc.looks_sealed(buf, pos + total, pos):
+        return "ends with a WCRC pair but its sys flag does not say so"
+    return "" if crc32(buf[pos + _HS:pos + _HS + blen]) == crc else "body CRC does not match"
 
 
 def _resync(buf: bytes, pos: int, base: int) -> int:
@@ -137,6 +148,9 @@ def verify_commitlog(directory: Path, *, clean_shutdown: bool = False) -> Verify
     there is no torn tail: damage at the end is damage like any other.
     """
     report = VerifyReport()
+    quarantine = Quarantine(directory.parent / "quarantine")
+    quarantine.load()
+    report.quarantined = quarantine.records()
     segments = _segments(directory)
     for i, (base, path) in enumerate(segments):
         buf = path.read_bytes()

@@ -17,7 +17,7 @@ _TIMES = ("born_ts", "store_ts")
 
 
 def _records(store: MessageStore) -> list[bytes]:
-    """Every record of the CommitLog with its two timestamps zeroed."""
+    """Every record of the CommitLog with its two timestamps and its WCRC digits blanked."""
     log = store.commitlog
     out, pos = [], log.min_offset()
     while pos < log.max_offset():
@@ -30,6 +30,7 @@ def _records(store: MessageStore) -> list[bytes]:
         for name in _TIMES:
             hdr[name] = 0
         rec[:HEADER_SIZE] = hdr.tobytes()
+        rec[-9:-1] = b"-" * 8  # the WCRC digits cover the timestamps
         out.append(bytes(rec))
         pos += size
     return out

@@ -107,7 +107,7 @@ def test_garbled_tail_is_cut_and_never_served(tmp_path: Path) -> None:
     bodies = _fill(root)
     seg = _last_segment(root)
     data = bytearray(seg.read_bytes())
-    rec = len(bodies[-1]) + 88 + 1 + 4 + 2
+    rec = len(bodies[-1]) + 88 + 1 + 4 + 2 + 14  # ... topic, properties: the WCRC pair
     start = data.find(bodies[-1]) - 88
     assert int.from_bytes(data[start : start + 4], "big") == rec
     data[start + 100] ^= 0x55  # inside the last record's body

@@ -52,7 +52,7 @@ def test_damaged_records_are_named_and_the_walk_continues_past_them(open_store: 
     assert [d.phy_offset for d in report.damaged] == [put[10].phy_offset, put[300].phy_offset]
     crc, structure = report.damaged
     assert (crc.topic, crc.queue_id, crc.queue_offset) == ("t1", put[10].queue_id, put[10].queue_offset)
-    assert crc.reason == "body CRC does not match"
+    assert crc.reason == "whole-record CRC (WCRC) does not match"
     assert structure.size == put[301].phy_offset - put[300].phy_offset  # resynced at the very next record
     assert report.records == 598  # every other record was checked
     out = _verify_cli(root, "--json")

@@ -1,0 +1,112 @@
+"""The whole-record CRC: every byte of a record checked, not only its body.
+
+RocketMQ's layout (drawn in :mod:`.codec`) has a CRC of the body only.  A
+record written by this store also ends its properties with a reserved pair,
+and sets a sys flag bit that says so::
+
+    ... | PROPERTIES: [TAGS][KEYS] user pairs  W C R C \\x01 h h h h h h h h \\x02 |
+        ^ record start                          ^ total-14           ^ total-9  ^ total-1
+
+    WCRC     = zlib.crc32(record[0 : total - 9])   (header, body, topic, properties up to the digits)
+    digits   = WCRC as 8 upper-case hex characters
+    SYS_FLAG bit 16 (SysFlag.WHOLE_CRC) set
+
+No field is rewritten after the append (a slave writes the master's bytes),
+so the CRC covers all of them; the digits are checked by being the CRC and
+the closing ``\\x02`` by its value.  The flag makes a flipped trailer byte
+damage too: a flagged record must end with the pair, an unflagged one must
+not.  Records without the flag (written before it existed) are checked body
+only, as before.  Readers hand out the properties without the pair and the
+sys flag without the bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .crc import crc32
+from .crc_fold import run_ok
+
+__all__ = ["FLAG", "LEN", "MARK", "PLACEHOLDER", "looks_sealed", "matches", "seal", "seal_rows", "trailer_ok", "values"]
+
+FLAG = 1 << 16
+MARK = b"WCRC\x01"
+LEN = len(MARK) + 8 + 1  # 14
+PLACEHOLDER = MARK + b"00000000\x02"
+_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+_UNHEX = np.full(256, 255, np.uint8)
+_UNHEX[_HEX] = np.arange(16, dtype=np.uint8)
+_SHIFTS = np.arange(28, -4, -4, dtype=np.uint32)
+_MARK = np.frombuffer(MARK, np.uint8)
+_DIGITS = np.arange(8, dtype=np.int64)
+
+
+def _hex(crcs: np.ndarray) -> np.ndarray:
+    """(n, 8) upper-case hex digits of ``crcs``."""
+    return _HEX[(crcs.astype(np.uint32)[:, None] >> _SHIFTS) & 0xF]
+
+
+def seal(buf: bytearray, sizes: np.ndarray | list[int]) -> bytearray:
+    """Write the WCRC digits of the records that lie back to back in ``buf`` (``sizes`` bytes each)."""
+    ends = np.cumsum(np.asarray(sizes, np.int64))
+    cut = ends - 9
+    starts = ends - np.asarray(sizes, np.int64)
+    with memoryview(buf) as mv:
+        crcs = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, starts.tolist(), cut.tolist()))), np.uint32,
+                           len(ends))
+    u8 = np.frombuffer(buf, np.uint8)
+    u8[cut[:, None] + _DIGITS] = _hex(crcs)
+    del u8
+    return buf
+
+
+def seal_rows(out: np.ndarray) -> None:
+    """Write the WCRC digits of the equal records that are the rows of ``out`` (n x record size, uint8)."""
+    n, size = out.shape
+    with memoryview(out.reshape(-1)) as mv:
+        starts = range(0, n * size, size)
+        crcs = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, starts, range(size - 9, n * size, size)))),
+                           np.uint32, n)
+    out[:, size - 9:size - 1] = _hex(crcs)
+
+
+def values(u8: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(WCRC values, whether the trailer is well formed) of the records ending at ``ends``."""
+    digits = _UNHEX[u8[(ends - 9)[:, None] + _DIGITS]]
+    ok = (digits != 255).all(axis=1) & (u8[ends - 1] == 2)
+    ok &= (u8[(ends - LEN)[:, None] + np.arange(len(MARK))] == _MARK).all(axis=1)
+    vals = (digits.astype(np.uint32) << _SHIFTS).sum(axis=1, dtype=np.uint32) if len(ends) else np.zeros(0, np.uint32)
+    return vals, ok
+
+
+def matches(u8: np.ndarray, st: np.ndarray, total: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Whether ``crc32(record[0:total-9])`` equals ``want`` for each record: one zlib call per run of
+    equal records at equal distance (:func:`.crc_fold.run_ok`), one per record elsewhere."""
+    n = len(st)
+    ok, todo = np.zeros(n, bool), np.ones(n, bool)
+    if n >= 64 and (total == total[0]).all() and (np.diff(st) == total[0]).all():
+        length = int(total[0]) - 9
+        if run_ok(u8, int(st[0]), int(total[0]), n, length, want):
+            return np.ones(n, bool)
+    rows = np.flatnonzero(todo)
+    with memoryview(u8) as mv:
+        got = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, st[rows].tolist(),
+                                                              (st[rows] + total[rows] - 9).tolist()))),
+                          np.uint32, len(rows))
+    ok[rows] = got == want[rows]
+    return ok
+
+
+def trailer_ok(buf: bytes | memoryview, end: int, start: int) -> bool:
+    """Whether the record ``buf[start:end]`` ends with a well-formed pair whose digits are its WCRC."""
+    if end - start < LEN or bytes(buf[end - LEN:end - 9]) != MARK or buf[end - 1] != 2:
+        return False
+    digits = bytes(buf[end - 9:end - 1])
+    if any(c not in b"0123456789ABCDEF" for c in digits):
+        return False
+    return int(digits, 16) == crc32(buf[start:end - 9])
+
+
+def looks_sealed(buf: bytes | memoryview, end: int, start: int) -> bool:
+    """Whether the record's properties end like a WCRC pair (an unflagged record must not)."""
+    return end - start >= LEN and bytes(buf[end - LEN:end - 9]) == MARK and buf[end - 1] == 2
