@@ -25,12 +25,14 @@ import asyncio
 import heapq
 import itertools
 import logging
+import ssl
 import threading
 import time
 from typing import Any
 
 from store import MessageStore, PutResult
 from store.ha import HAClient, HAService
+from store.ha.handshake import HASecurity
 
 from ..errors import SlaveReadOnlyError
 from ..metrics import Counter, render_gauge
@@ -130,6 +132,7 @@ class Replication:
         self.statuses = Counter("sparkmq_produce_status_total",
                                 "Produce answers by SendStatus (SEND_OK, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE).")
         self._last_ask = 0.0
+        self.security = _security(settings, self.is_slave)
 
     @property
     def is_slave(self) -> bool:
@@ -144,10 +147,10 @@ class Replication:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bind the HA port (masters) or start replicating (slaves).  Raises OSError when the port is taken."""
         if self.is_slave:
-            self.client = HAClient(self._store, self.config)
+            self.client = HAClient(self._store, self.config, self.security)
             self.client.start()
             return
-        self.service = HAService(self._store, self.config)
+        self.service = HAService(self._store, self.config, self.security)
         self.service.start()
         if self.is_sync:
             self._waiter = _AckWaiter(self.service, loop)
@@ -230,10 +233,11 @@ class Replication:
 
     def status(self) -> dict[str, Any]:
         """Role, HA address, slaves with ack offsets and lag (master), or the master link (slave)."""
-        out: dict[str, Any] = {"role": self.role}
+        out: dict[str, Any] = {"role": self.role, "authenticated": self.security.authenticated,
+                               "tls": self.security.server_ssl is not None or self.security.client_ssl is not None}
         if self.service is not None:
             st = self.service.status()
-            out.update(listen_address=st.listen_address, max_offset=st.max_offset,
+            out.update(refused_peers=dict(self.service.refused),listen_address=st.listen_address, max_offset=st.max_offset,
                        push_to_slave_offset=st.push_to_slave_offset, connected_slaves=st.connected_slaves,
                        slaves=[{"address": s.address, "ack_offset": s.ack_offset, "lag_bytes": s.lag_bytes,
                                 "lag_seconds": s.lag_seconds, "connected_seconds": s.connected_seconds}
@@ -252,6 +256,10 @@ class Replication:
         lines += list(self.statuses.render())
         if self.service is not None:
             st = self.service.status()
+            refused = render_gauge("sparkmq_ha_refused_peers_total", "HA peers refused at the handshake (no or "
+                                   "wrong [ha] secret, not the HA protocol, TLS failure, silence), by reason.",
+                                   [({"reason": r}, float(n)) for r, n in sorted(self.service.refused.items())])
+            lines += [line.replace(" gauge", " counter") if line.startswith("# TYPE") else line for line in refused]
             lines += render_gauge("sparkmq_ha_connected_slaves", "Slaves connected to this master.",
                                   [({}, float(st.connected_slaves))])
             lines += render_gauge("sparkmq_ha_slave_ack_offset", "CommitLog offset each slave acknowledged.",
@@ -268,3 +276,19 @@ class Replication:
             lines += render_gauge("sparkmq_ha_replication_refused", "1 while this slave refuses its master's log.",
                                   [({}, 1.0 if cs.error else 0.0)])
         return lines
+
+
+def _security(settings: BrokerSettings, slave: bool) -> HASecurity:
+    """The HA link's secret and TLS contexts from ``[ha] secret`` and ``[tls]`` (see store.ha.handshake)."""
+    secret = settings.ha.secret.encode()
+    if not secret and settings.auth.enabled:
+        log.error("HA: [auth] is enabled but [ha] secret is empty: %s", "this slave cannot prove itself to its "
+                  "master" if slave else "every slave is refused. Set the same [ha] secret (SPARKMQ_HA__SECRET) "
+                  "on the master and its slaves to replicate")
+    server_ssl = client_ssl = None
+    if settings.tls.enabled:
+        server_ssl = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ssl.load_cert_chain(settings.tls.certfile, settings.tls.keyfile)
+        server_ssl.num_tickets = 0  # no post-handshake records: the two HA threads share one TLS socket
+        client_ssl = ssl.create_default_context(cafile=settings.tls.ca_file or None)
+    return HASecurity(secret, server_ssl, client_ssl, refuse_all=not secret and settings.auth.enabled)

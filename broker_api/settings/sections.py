@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from store.schedule import parse_levels
 
-__all__ = ["TransactionsSection", "DelaySection", "HASection", "HARole", "TablesSection", "RuntimeSection"]
+__all__ = ["TransactionsSection", "DelaySection", "HASection", "HARole", "TablesSection", "RuntimeSection", "KafkaSection"]
 
 
 class _Section(BaseModel):
@@ -105,6 +105,23 @@ class HASection(_Section):
         "An HA connection silent this many seconds is closed (RocketMQ haHousekeepingInterval)."))
     transfer_batch_bytes: int = Field(default=32 << 10, ge=1024, description=(
         "Most CommitLog bytes per replication frame, 32 KiB (a larger single record travels alone)."))
+    secret: str = Field(default="", description=(
+        "Cluster secret the master and its slaves share: a slave proves it (HMAC challenge) before the master "
+        "sends any of the log, and checks the master's proof. \"\" = no proof: with `[auth] enabled` the "
+        "master then refuses every slave; without auth the link is open to anyone who reaches the HA port. "
+        "Prefer the SPARKMQ_HA__SECRET environment variable. With `[tls]` the link is TLS as well."))
+    controller: str = Field(default="", description=(
+        "Controller mode (`--controller ADDR[,ADDR...]`): NameServers started with `--controller`. The "
+        "controller assigns role and broker id (no `--broker-role`, no `--broker-id`), elects a new master "
+        "when this one stops, and fences a stale one. \"\" = classic master/slave."))
+    min_in_sync_replicas: int = Field(default=1, ge=1, description=(
+        "Controller mode: a master refuses writes (503 master_fenced) while its in-sync set is smaller "
+        "(RocketMQ minInSyncReplicas); 1 = the master alone may write (its SYNC answers say SLAVE_NOT_AVAILABLE)."))
+    controller_heartbeat_interval_s: float = Field(default=1.0, gt=0, description=(
+        "Controller mode: seconds between heartbeats to the controller."))
+    max_time_slave_not_catchup_s: float = Field(default=5.0, gt=0, description=(
+        "Controller mode: a slave further behind than this (seconds) or disconnected leaves the in-sync "
+        "set (RocketMQ haMaxTimeSlaveNotCatchup)."))
     reconnect_min_s: float = Field(default=0.2, gt=0, description=(
         "Slave: first wait before reconnecting to the master; doubles up to reconnect_max_s."))
     reconnect_max_s: float = Field(default=5.0, gt=0, description=(
@@ -133,3 +150,19 @@ class RuntimeSection(_Section):
     gc_threshold: int = Field(default=7000, ge=100, description=(
         "Allocations between two young-generation collections (Python's default is 700); fewer, slightly "
         "longer collections while requests allocate their answers."))
+
+
+class KafkaSection(_Section):
+    """The Kafka wire-protocol listener (`broker_api.kafka`): Kafka clients over the same store."""
+
+    port: int = Field(default=-1, ge=-1, le=65535, description=(
+        "TCP port of the Kafka listener (`--kafka-port`); -1 = off, 0 = any free port (named in the ready line)."))
+    host: str = Field(default="", description='Address the Kafka listener binds to; "" = `[broker] host`.')
+    advertised_host: str = Field(default="", description=(
+        'Host Kafka clients are told to connect to (Metadata); "" = the broker\'s advertised host.'))
+    max_frame_bytes: int = Field(default=100 << 20, ge=1024, description=(
+        "Largest Kafka request accepted, 100 MiB (Kafka socket.request.max.bytes); a larger frame closes "
+        "the connection and is logged."))
+    group_initial_rebalance_delay_ms: int = Field(default=300, ge=0, description=(
+        "How long a new consumer group waits for more members before its first assignment "
+        "(Kafka group.initial.rebalance.delay.ms)."))

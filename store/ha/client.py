@@ -20,7 +20,6 @@ clears the error and retries.
 from __future__ import annotations
 
 import logging
-import select
 import socket
 import threading
 import time
@@ -31,6 +30,7 @@ from ..config import HAConfig
 from ..service_thread import ServiceThread
 from ..errors import CorruptRecordError, InvalidOffsetError, StoreClosedError
 from . import protocol
+from .handshake import HandshakeError, HASecurity, readable, slave_handshake
 from .protocol import FrameError
 
 if TYPE_CHECKING:
@@ -62,9 +62,11 @@ class _Refused(Exception):
 class HAClient:
     """Slave side of HA: ``start()``, ``stop()``, ``update_master_address()``, status."""
 
-    def __init__(self, store: MessageStore, config: HAConfig | None = None) -> None:
+    def __init__(self, store: MessageStore, config: HAConfig | None = None,
+                 security: HASecurity | None = None) -> None:
         self.store = store
         self.config = config or HAConfig()
+        self.security = security or HASecurity()
         self._address = self.config.master_address
         self.error: str | None = None
         self.connected = False
@@ -108,6 +110,7 @@ class HAClient:
                 continue
             try:
                 sock = socket.create_connection(_split(address), timeout=self.config.heartbeat_interval_s)
+                sock = self._handshake(sock, address)
             except (OSError, ValueError) as exc:
                 _log.info("HA: cannot connect to master %s (%s); retrying in %.1f s", address, exc, backoff)
                 self._wake.wait(backoff)
@@ -115,7 +118,17 @@ class HAClient:
                 backoff = min(backoff * 2, self.config.reconnect_max_s)
                 continue
             backoff = self.config.reconnect_min_s
-            self._session(protocol.no_delay(sock), address)
+            self._session(sock, address)
+
+    def _handshake(self, sock: socket.socket, address: str) -> socket.socket:
+        """Prove this slave to the master (see :mod:`.handshake`); a refusal is kept in ``error``."""
+        try:
+            return slave_handshake(protocol.no_delay(sock), self.security, _split(address)[0])
+        except HandshakeError as exc:
+            sock.close()
+            if exc.reason == "bad_secret":
+                self.error = f"replication from {address} refused: {exc}"
+            raise
 
     def _session(self, sock: socket.socket, address: str) -> None:
         try:
@@ -140,7 +153,7 @@ class HAClient:
         reported = self._report(sock)
         last_report, buf = time.monotonic(), bytearray()
         while not self._worker.stopping.is_set() and self._address == address:
-            if select.select([sock], [], [], _TICK_S)[0]:
+            if readable(sock, _TICK_S):
                 data = sock.recv(_READ_BYTES)
                 if not data:
                     raise OSError("the master closed the connection")

@@ -19,7 +19,6 @@ master's max offset, so it can tell why, and is then disconnected.
 from __future__ import annotations
 
 import logging
-import select
 import socket
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 from ..config import HAConfig
 from ..errors import StoreError
 from . import protocol
+from .handshake import readable
 from .protocol import FrameError
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class HAConnection:
         buf = b""
         try:
             while not self._stop.is_set() and self._keep_reading():
-                if not select.select([self._sock], [], [], _TICK_S)[0]:
+                if not readable(self._sock, _TICK_S):
                     continue
                 data = self._sock.recv(1 << 16)
                 if not data:

@@ -20,6 +20,7 @@ from ..config import HAConfig
 from . import protocol
 from .connection import HAConnection
 from .group_transfer import GroupTransferService
+from .handshake import HandshakeError, HASecurity, for_threads, master_handshake
 
 if TYPE_CHECKING:
     from ..message_store import MessageStore
@@ -56,9 +57,12 @@ class HAMasterStatus:
 class HAService:
     """Master side of HA: ``start()``, ``stop()``, SYNC_MASTER waits, status."""
 
-    def __init__(self, store: MessageStore, config: HAConfig | None = None) -> None:
+    def __init__(self, store: MessageStore, config: HAConfig | None = None,
+                 security: HASecurity | None = None) -> None:
         self.store = store
         self.config = config or HAConfig()
+        self.security = security or HASecurity()
+        self.refused: dict[str, int] = {}  # peers refused at the handshake, by reason
         self.transfer = GroupTransferService()
         self._conns: list[HAConnection] = []
         self._lock = threading.Lock()
@@ -115,15 +119,31 @@ class HAService:
                 _log.warning("HA: accept failed: %s", exc)
                 continue
             address = f"{peer[0]}:{peer[1]}"
-            _log.info("HA: slave %s connected", address)
-            conn = HAConnection(protocol.no_delay(sock), address, self.store, self.config,
-                                self.transfer.notify_ack, self._wait_data)
+            threading.Thread(target=self._admit, args=(sock, address), name=f"sparkmq-ha-hello-{address}",
+                             daemon=True).start()
+
+    def _admit(self, sock: socket.socket, address: str) -> None:
+        """Handshake with one accepted peer (see :mod:`.handshake`); serve it only when it passes."""
+        try:
+            sock = master_handshake(protocol.no_delay(sock), self.security)
+        except HandshakeError as exc:
             with self._lock:
-                dead = [c for c in self._conns if c.closed]
-                self._conns = [c for c in self._conns if not c.closed] + [conn]
-            for c in dead:
-                c.stop()
-            conn.start()
+                self.refused[exc.reason] = self.refused.get(exc.reason, 0) + 1
+            _log.warning("HA: refused peer %s (%s): %s", address, exc.reason, exc)
+            sock.close()
+            return
+        _log.info("HA: slave %s connected%s", address, " (authenticated)" if self.security.authenticated else "")
+        conn = HAConnection(for_threads(sock), address, self.store, self.config,
+                            self.transfer.notify_ack, self._wait_data)
+        with self._lock:
+            if self._stop.is_set():
+                sock.close()
+                return
+            dead = [c for c in self._conns if c.closed]
+            self._conns = [c for c in self._conns if not c.closed] + [conn]
+        for c in dead:
+            c.stop()
+        conn.start()
 
     # -- data wake-up ----------------------------------------------------
     def _appended(self, _end: int) -> None:

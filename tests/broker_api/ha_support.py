@@ -14,6 +14,7 @@ from tests.namesrv.support import free_port
 from .conftest import FAST_ENV
 
 Row = tuple[str, str]  # (msg_id, body)
+HA_SECRET = "ha-test-secret"  # master and slave share it: the HA link runs the handshake in every HA test
 
 
 @dataclass
@@ -25,12 +26,13 @@ class Pair:
 
 def master_env(role: str = "async_master", ha_port: int | None = None, **extra: str) -> dict[str, str]:
     return {**FAST_ENV, "SPARKMQ_HA__ROLE": role, "SPARKMQ_HA__LISTEN_PORT": str(ha_port or free_port()),
-            "SPARKMQ_HA__SLAVE_TIMEOUT_MS": "3000", **extra}
+            "SPARKMQ_HA__SLAVE_TIMEOUT_MS": "3000", "SPARKMQ_HA__SECRET": HA_SECRET, **extra}
 
 
 def slave_env(master: Any | None, ha_port: int | None, **extra: str) -> dict[str, str]:
     env = {**FAST_ENV, "SPARKMQ_BROKER__BROKER_ID": "1", "SPARKMQ_HA__METADATA_SYNC_INTERVAL_S": "1",
-           "SPARKMQ_HA__RECONNECT_MAX_S": "0.5", "SPARKMQ_BROKER__LOG_LEVEL": "info", **extra}
+           "SPARKMQ_HA__RECONNECT_MAX_S": "0.5", "SPARKMQ_BROKER__LOG_LEVEL": "info",
+           "SPARKMQ_HA__SECRET": HA_SECRET, **extra}
     if ha_port is not None:
         env["SPARKMQ_HA__MASTER_ADDR"] = f"127.0.0.1:{ha_port}"
     if master is not None:

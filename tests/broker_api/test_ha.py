@@ -194,3 +194,24 @@ def test_slave_learns_the_master_from_the_namesrv_and_clients_read_from_it_while
                      "reads to go back to the master", step_s=0.3)
     finally:
         assert ns.stop() == 0
+
+
+def test_the_ha_port_serves_no_log_to_a_raw_peer_nor_to_a_slave_with_the_wrong_secret(
+        broker_factory: Callable[..., Any]) -> None:
+    import socket
+
+    master = broker_factory(env=master_env(ha_port=(port := free_port())))
+    produce(master.url, "orders", [f"secret-{i}" for i in range(20)])
+    with socket.create_connection(("127.0.0.1", port)) as raw:  # the reproduction: 8 zero bytes
+        raw.sendall(b"\0" * 8)
+        raw.settimeout(10)
+        got = b""
+        while chunk := raw.recv(1 << 16):
+            got += chunk
+    assert got == b""
+    wrong = broker_factory(env=slave_env(master, port, SPARKMQ_HA__SECRET="not-the-secret"))
+    wait_for(lambda: "secret" in (ha(wrong)["error"] or ""), 20, "the wrong-secret slave to be refused")
+    assert dump(wrong.url, "orders") == {}
+    metrics = httpx.get(master.url + "/metrics", timeout=10).text
+    assert 'sparkmq_ha_refused_peers_total{reason="bad_secret"}' in metrics, metrics
+    assert ha(master)["authenticated"] and ha(master)["connected_slaves"] == 0
