@@ -28,6 +28,7 @@ from .http.app import create_app
 from .http.control import ControlServer
 from .broker import Broker
 from .protection.memory import memory_bound_bytes, tune_allocator
+from .protection.slow_clients import deadline_protocol
 from .settings.broker import BrokerSettings
 
 __all__ = ["main_socket", "serve"]
@@ -178,8 +179,22 @@ def serve(settings: BrokerSettings) -> None:
         timeout_graceful_shutdown=5,
         ssl_certfile=settings.tls.certfile or None,
         ssl_keyfile=settings.tls.keyfile or None,
+        http=_http_protocol(settings, app.state.broker),
     )
     server = _Server(config, settings, app.state.broker)
     server.run()
     if not server.started:
         sys.exit(1)
+
+
+def _http_protocol(settings: BrokerSettings, broker: Broker) -> type:
+    """uvicorn's HTTP protocol (httptools when installed, as its "auto") with the header read deadline."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    except ImportError:  # no httptools: uvicorn's pure-Python h11 protocol
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
+
+    def late() -> None:
+        broker.metrics.requests_rejected.inc(route="connection", reason="header_timeout")
+
+    return deadline_protocol(base, settings.server.header_read_timeout_s, late)

@@ -33,9 +33,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from store import StoreError
 
+from ..errors import BatchTooLargeError, BrokerError
 from ..protection.admission import TICKET_KEY, OverloadedError, Ticket
-from ..errors import BrokerError
-from .errors import response_for
+from ..protection.slow_clients import SlowBodyError, declared_length, has_body, read_body, replay
+from .errors import error_response, response_for
 from .messages import produce, pull
 
 __all__ = ["CONTROL_PATHS", "ControlCountingMiddleware", "HotPathMiddleware", "route_class"]
@@ -89,6 +90,10 @@ class HotPathMiddleware:
             return
         broker = scope["app"].state.broker
         counting = _Counting(scope, send, route)
+        if has_body(scope["headers"]):  # the whole body first: a slow sender holds no slot (slow_clients.py)
+            receive = await _read_first(scope, receive, counting, broker)
+            if receive is None:
+                return
         try:
             ticket: Ticket = await broker.admission.admit(route, _content_length(scope))
         except OverloadedError as exc:  # the storm path: as cheap as an answer can be
@@ -117,6 +122,27 @@ class HotPathMiddleware:
             scope[_REASON_KEY] = getattr(exc, "reason", None)
             response = response_for(exc)
         await response(scope, receive, send)
+
+
+async def _read_first(scope: Scope, receive: Receive, send: Send, broker: Any) -> Receive | None:
+    """A ``receive`` replaying the body read in full, or None once the request was answered 408/413."""
+    s = broker.settings
+    try:
+        declared = declared_length(scope["headers"])
+        if declared is not None and declared > s.limits.max_request_bytes:
+            raise BatchTooLargeError(f"Content-Length {declared} is above {s.limits.max_request_bytes} bytes "
+                                     "([limits] max_request_bytes)")
+        return replay(await read_body(receive, s.server.body_read_timeout_s, s.limits.max_request_bytes), receive)
+    except (SlowBodyError, BatchTooLargeError) as exc:
+        slow = isinstance(exc, SlowBodyError)
+        if slow:
+            broker.metrics.requests_rejected.inc(route="connection", reason="body_timeout")
+            log.info("%s %s: %s; closing the connection", scope["method"], scope["path"], exc)
+        response = error_response(408, "request_timeout", f"{exc}; send the body faster") if slow \
+            else response_for(exc)
+        response.headers["connection"] = "close"
+        await response(scope, receive, send)
+        return None
 
 
 async def _refuse(send: Send, exc: OverloadedError) -> None:

@@ -173,6 +173,12 @@ class ServerSection(_Section):
     admin_wait_ms: int = Field(default=1000, ge=0, description="Longest wait (ms) of another request for a slot.")
     other_inflight_bytes: int = Field(default=4 << 20, ge=1024, description=(
         "Request bytes admitted at once for each class other than produce, 4 MiB."))
+    header_read_timeout_s: float = Field(default=10.0, gt=0, description=(
+        "A request's headers must be complete within this many seconds of the connection opening (or of the "
+        "previous answer on it); past it the connection is closed, however slowly bytes still come."))
+    body_read_timeout_s: float = Field(default=10.0, gt=0, description=(
+        "A request body that makes no progress for this many seconds is answered 408 request_timeout and its "
+        "connection closed. Bodies are read before an admission slot is taken, so a slow body holds no slot."))
 
 
 class GroupsSection(_Section):
