@@ -30,6 +30,7 @@ from .model.pop import PopService
 from .cluster.wire import DataVersion
 from .cluster.registration import BrokerIdentity, NamesrvRegistrar, topics_payload
 from .cluster.replication import Replication
+from .cluster.roles import ControllerReplication
 from .settings.broker import BrokerSettings
 from .client.auth import http_options
 from .cluster.slave_sync import SlaveSyncService
@@ -66,7 +67,9 @@ class Broker:
         # POP, retry and DLQ (pop.py); retries wait in the delay service for level 3 + reconsume times
         self.pop = PopService(self.store, self.topics, self.groups, settings.pop, self.delay.levels_ms,
                               lambda m, level: self.delay.transform(m, delay_level=level))
-        self.replication = Replication(settings, self.store)
+        # controller mode ([ha] controller): the controller assigns the role (cluster/roles.py)
+        self.replication = (ControllerReplication(settings, self.store) if settings.ha.controller
+                            else Replication(settings, self.store))
         # table topics: a Delta table per topic with table mode raw/typed (tables.py); masters write them
         self.tables = TableManager(settings, self.store, self.topics, self.replication.is_slave)
         self.slave_sync: SlaveSyncService | None = None
@@ -77,6 +80,7 @@ class Broker:
         self.data_version = DataVersion()
         self.topics.listeners.append(self._topics_changed)
         self.ready = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.admin_address: str | None = None  # the control listener's host:port, once it listens
         self._round_robin: dict[str, int] = {}
 
@@ -87,6 +91,9 @@ class Broker:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.settings.meta_path.mkdir(parents=True, exist_ok=True)
         self.groups.load()
+        if isinstance(self.replication, ControllerReplication):
+            self.replication.prepare()  # the role; a returning old master cuts its own tail before the store opens
+            self.replication.on_role_change = self._role_changed
         self.store.start()
         self.topics.load(self.store)
         self.topics.ensure_system(HALF_TOPIC)
@@ -114,12 +121,33 @@ class Broker:
         b = self.settings.broker
         if not b.namesrv_addr or self.registrar is not None:
             return
-        identity = BrokerIdentity(b.cluster, b.name, b.broker_id, address,
+        self._registered_as = address
+        broker_id = b.broker_id
+        if isinstance(self.replication, ControllerReplication):
+            broker_id = max(self.replication.broker_id, 0)
+        identity = BrokerIdentity(b.cluster, b.name, broker_id, address,
                                   self.replication.ha_address(self.settings.advertised_host()))
         self.registrar = NamesrvRegistrar(b.namesrv_addr, identity, lambda: topics_payload(self.topics.list()),
                                           lambda: self.data_version, interval_s=b.register_interval_s,
                                           token=self.settings.auth.token, ca_file=self.settings.tls.ca_file)
         self.registrar.start()
+
+    def _role_changed(self, role: str, broker_id: int) -> None:
+        """Controller mode: the role or id changed in place; re-register and start or stop the role's services."""
+        log.warning("role is now %s (broker id %d)", role, broker_id)
+        if self.replication.is_slave and self.slave_sync is None and self._loop is not None:
+            self._start_slave_sync()
+        elif not self.replication.is_slave:
+            if self.slave_sync is not None:
+                self.slave_sync.stop()
+                self.slave_sync = None
+            self.checkback.start()
+            self.pop.start()
+        b, address = self.settings.broker, getattr(self, "_registered_as", None)
+        if self.registrar is not None and address:  # the same address under its new id, no unregister in between
+            self.registrar.identity = BrokerIdentity(b.cluster, b.name, max(broker_id, 0), address,
+                                                     self.replication.ha_address(self.settings.advertised_host()))
+            self.registrar.register_now()
 
     def _topics_changed(self) -> None:
         self.data_version.next_version()
@@ -151,12 +179,16 @@ class Broker:
     def _start_replication(self, loop: asyncio.AbstractEventLoop) -> None:
         """The HA port (masters) or the master link and metadata sync (slaves)."""
         self.replication.start(loop)
+        self._loop = loop
         if self.replication.is_slave:
-            credentials = http_options(self.settings.auth.token or None, ca_file=self.settings.tls.ca_file or None)
-            self.slave_sync = SlaveSyncService(self.replication, self.topics, self.groups, self.store,
-                                               self.settings.ha.metadata_sync_interval_s, self.delay, credentials)
-            self.slave_sync.start()
+            self._start_slave_sync()
             self.periodic.add("follow-master", 1.0, lambda: self.replication.follow(self.registrar))
+
+    def _start_slave_sync(self) -> None:
+        credentials = http_options(self.settings.auth.token or None, ca_file=self.settings.tls.ca_file or None)
+        self.slave_sync = SlaveSyncService(self.replication, self.topics, self.groups, self.store,
+                                           self.settings.ha.metadata_sync_interval_s, self.delay, credentials)
+        self.slave_sync.start()
 
     def _start_mirror(self) -> Any:
         if not self.settings.mirror.enabled:

@@ -85,6 +85,9 @@ def serve(
         "--ha-master-addr", help="Slave: the master's HA host:port (default: from the NameServer).")] = None,
     master_url: Annotated[str | None, typer.Option(
         "--master-url", help="Slave: the master's HTTP URL (default: from the NameServer).")] = None,
+    controller: Annotated[str | None, typer.Option(
+        "--controller", help="Controller mode: NameServer(s) run with --controller, ADDR[,ADDR...]; the "
+        "controller assigns role and id and fails over ([ha] controller).")] = None,
     admin_port: Annotated[int | None, typer.Option(
         "--admin-port", min=-1, max=65535,
         help="Control listener for /healthz /readyz /metrics /v1/broker (default: any free port; -1 = none).")] = None,
@@ -109,6 +112,8 @@ def serve(
 
       sparkmq serve --port 8081 --data-dir ./data-s --broker-id 1 --ha-master-addr 127.0.0.1:10912
 
+      sparkmq serve --port 8081 --data-dir ./d1 --broker-name bk --controller 127.0.0.1:9876 --namesrv 127.0.0.1:9876
+
       SPARKMQ_AUTH__ENABLED=true sparkmq serve --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
     from ..server import serve as run_server
@@ -118,7 +123,8 @@ def serve(
     broker = {k: v for k, v in flags.items() if v is not None}
     store = {"flush_mode": flush_mode} if flush_mode else {}
     server = {"admin_port": admin_port} if admin_port is not None else {}
-    ha_flags = {"role": broker_role, "listen_port": ha_port, "master_addr": ha_master_addr, "master_url": master_url}
+    ha_flags = {"role": broker_role, "listen_port": ha_port, "master_addr": ha_master_addr, "master_url": master_url,
+                "controller": controller}
     ha = {k: v for k, v in ha_flags.items() if v is not None}
     tls = {k: str(v) for k, v in (("certfile", ssl_certfile), ("keyfile", ssl_keyfile)) if v is not None}
     try:

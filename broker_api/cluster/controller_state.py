@@ -235,6 +235,7 @@ class ControllerState:
                      "alive": now - r.last_heartbeat <= self.master_timeout_s}
                     for r in sorted(group.replicas.values(), key=lambda r: r.broker_id)]
         return {"cluster": group.cluster, "broker_name": group.name, "master": group.master,
+                "master_timeout_s": self.master_timeout_s,
                 "master_epoch": group.master_epoch, "sync_state_set": sorted(group.sync_state_set),
                 "sync_state_set_epoch": group.sync_state_set_epoch, "epochs": [list(e) for e in group.epochs],
                 "replicas": replicas,

@@ -263,6 +263,15 @@ class BrokerSettings(TomlSettings):
     @model_validator(mode="after")
     def _check_ha_role(self) -> BrokerSettings:
         role, broker_id = self.ha.role, self.broker.broker_id
+        if self.ha.controller:
+            if role == "slave" or broker_id > 0:
+                raise ValueError("controller mode ([ha] controller, --controller) assigns the role and the broker "
+                                 "id: drop --broker-id / --broker-role slave (async_master or sync_master only picks "
+                                 "how the master acknowledges)")
+            if self.broker.port == 0:
+                raise ValueError("controller mode needs a fixed HTTP port (--port): the controller hands it to "
+                                 "clients and slaves before the socket listens")
+            return self
         if role == "slave" and broker_id == 0:
             raise ValueError('[ha] role = "slave" needs a broker id > 0 (`--broker-id 1`); id 0 is the master')
         if role in ("async_master", "sync_master") and broker_id > 0:
