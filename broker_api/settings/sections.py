@@ -35,6 +35,10 @@ class TransactionsSection(_Section):
         "the transaction is reported as `discarded` (RocketMQ transactionCheckMax)."))
     check_timeout_s: float = Field(default=3.0, gt=0, description=(
         "How long one check-back POST may take (seconds); past it the check counts as failed."))
+    check_url_allow: str = Field(default="loopback", description=(
+        "Hosts a transaction's `check_url` may name, separated by spaces or commas: `loopback` (127.0.0.0/8, "
+        "::1, localhost), an IP network (10.1.0.0/16) or address, a host name, or `*.example.com`. Any other "
+        "host is refused at produce (400 naming this setting) and again before each check-back POST."))
     keep_decisions: int = Field(default=100_000, ge=100, description=(
         "Decided transactions remembered (a repeated commit is answered 200); older ones are forgotten."))
     keep_sink_batches: int = Field(default=1000, ge=1, description=(

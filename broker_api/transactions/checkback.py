@@ -37,6 +37,7 @@ from store.service_thread import ServiceThread
 from ..errors import BrokerError
 from ..metrics import Counter
 from ..settings.sections import TransactionsSection
+from .checkurl import CheckUrlRefusedError, check_url_allowed
 from .service import TransactionService
 
 __all__ = ["CheckBackService", "CHECK_MAX_TOPIC"]
@@ -60,7 +61,7 @@ class CheckBackService:
         self._worker = ServiceThread("sparkmq-tx-checkback", self._run,
                                      join_timeout_s=section.check_timeout_s + 5)
         self.checks = Counter("sparkmq_transaction_checks_total",
-                              "Transaction check-backs, by outcome (commit, rollback, unknown, failed, discarded).")
+                              "Transaction check-backs, by outcome (commit, rollback, unknown, failed, refused, discarded, error).")
 
     def start(self) -> None:
         self._worker.start()
@@ -75,6 +76,7 @@ class CheckBackService:
                 try:
                     self.run_once(client)
                 except Exception:  # RocketMQ #9500: one failure must not stop later checks
+                    self.checks.inc(outcome="error")
                     log.exception("transaction check-back pass failed; retrying next second")
 
     def _due(self) -> list[tuple[str, str, str, list[str], int]]:
@@ -108,12 +110,20 @@ class CheckBackService:
         return len(due)
 
     def _ask(self, client: httpx.Client, url: str, body: dict[str, Any]) -> str:
+        """The producer's answer; ``refused`` for a host check_url_allow no longer lists, ``failed`` for
+        any error at all (an invalid host name, a refused connection, a bad answer): never raises."""
+        try:
+            check_url_allowed(url, self._cfg.check_url_allow)
+        except CheckUrlRefusedError as exc:
+            log.warning("check-back of transaction %s not sent: %s", body["transaction_id"], exc)
+            return "refused"
         try:
             resp = client.post(url, json=body)
             resp.raise_for_status()
             action = resp.json().get("action")
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            log.warning("check-back of transaction %s at %s failed: %s", body["transaction_id"], url, exc)
+        except Exception as exc:  # anything a URL, a resolver or a peer can raise counts as one failed check
+            log.warning("check-back of transaction %s at %s failed: %s: %s", body["transaction_id"], url,
+                        type(exc).__name__, exc)
             return "failed"
         return action if action in ("commit", "rollback", "unknown") else "unknown"
 

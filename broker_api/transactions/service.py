@@ -51,6 +51,7 @@ from store import (
 from store.codec import prepare_batch
 from store.schedule import REAL_TOPIC
 
+from .checkurl import check_url_allowed
 from ..errors import TransactionNotFoundError, TransactionStateError
 from ..jsonfile import Journal, read_json, write_json_atomic
 from ..settings.sections import TransactionsSection
@@ -209,6 +210,8 @@ class TransactionService(SinkBatches):
         """Stage ``messages`` in a new (or the given open) transaction. With a ``check_url``
         an unended transaction is checked back (checkback.py) instead of timing out, and
         its messages are half messages in the CommitLog, where check-back reads them."""
+        if check_url:
+            check_url_allowed(check_url, self._cfg.check_url_allow)  # 400 naming the setting
         with self._lock:
             tx = self._open_tx(tx_id) if tx_id is not None else None
             tx_id = tx_id or uuid.uuid4().hex

@@ -116,3 +116,36 @@ def test_check_count_survives_sigkill(fast_broker: Any, producer: _Producer) -> 
     with httpx.Client(base_url=b.url, timeout=30) as c:
         assert _wait_state(c, tx, "discarded", 20.0) == "discarded"
     assert 4 <= producer.count(tx) <= 5 and before >= 2  # at most one check repeated by the crash
+
+
+def test_check_url_to_a_host_not_allowed_is_refused_at_produce_naming_the_setting(fast_broker: Any) -> None:
+    b = fast_broker(env=CHECK_ENV)
+    with httpx.Client(base_url=b.url, timeout=10) as c:
+        c.post("/v1/topics", json={"name": "tx-allow", "queues": 1}).raise_for_status()
+        for url in ("http://10.0.0.1/check", "http://internal.example/", "http://169.254.169.254/latest",
+                    "http://xn--a.example/", "ftp://127.0.0.1/"):
+            r = c.post("/v1/topics/tx-allow/messages",
+                       json={"messages": [{"body": "x"}], "transactional": True, "check_url": url})
+            assert r.status_code == 400, (url, r.text)
+            assert "check_url" in r.json()["message"], r.text
+        r = c.post("/v1/topics/tx-allow/messages",
+                   json={"messages": [{"body": "x"}], "transactional": True, "check_url": "http://10.0.0.1/"})
+        assert "check_url_allow" in r.json()["message"]
+        assert _half(c, "tx-allow", "loopback is fine", "http://127.0.0.1:9/check")
+
+
+def test_an_invalid_international_host_name_is_caught_and_counted_by_the_check_back_thread(
+        fast_broker: Any) -> None:
+    b = fast_broker(env={**CHECK_ENV, "SPARKMQ_TRANSACTIONS__CHECK_URL_ALLOW": "loopback *.example"})
+    with httpx.Client(base_url=b.url, timeout=10) as c:
+        c.post("/v1/topics", json={"name": "tx-idna", "queues": 1}).raise_for_status()
+        for bad in ("http://\u2603.example/", "http://\uff21.example/", "http://[::1/"):  # httpx.InvalidURL
+            r = c.post("/v1/topics/tx-idna/messages",
+                       json={"messages": [{"body": "x"}], "transactional": True, "check_url": bad})
+            assert r.status_code == 400 and "not a valid URL" in r.json()["message"], (bad, r.text)
+        tx = _half(c, "tx-idna", "half", "http://xn--a.example/")  # allowed by name, unparseable by IDNA
+        assert _wait_state(c, tx, "discarded") == "discarded"
+        metrics = c.get("/metrics").text
+    assert 'sparkmq_transaction_checks_total{outcome="failed"} 3' in metrics, metrics
+    log = b.log_tail() if hasattr(b, "log_tail") else ""
+    assert "Traceback" not in log and "check-back pass failed" not in log, log
