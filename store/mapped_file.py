@@ -137,6 +137,18 @@ class MappedFile:
                 raise ValueError(f"segment {self.path.name} is closed")
             return os.preadv(self._fd, [mv[:size]], pos) if size else 0
 
+    def next_data(self, pos: int) -> int | None:
+        """The first position at or after ``pos`` that is not in a hole of the sparse file (SEEK_DATA),
+        or None when only holes follow: the unwritten rest of a segment is skipped without reading it."""
+        with self._io_lock:
+            if self.closed:
+                raise ValueError(f"segment {self.path.name} is closed")
+            try:
+                found = os.lseek(self._fd, pos, os.SEEK_DATA)
+            except OSError as exc:  # ENXIO: no data past pos; EINVAL: no SEEK_DATA here
+                return None if exc.errno == errno.ENXIO else pos
+        return found if found < self.size else None
+
     @contextlib.contextmanager
     def view(self, pos: int, size: int) -> Iterator[memoryview]:
         """The mapped bytes at ``pos`` without a copy, for the ``with`` block only (close() waits).

@@ -54,8 +54,12 @@ def next_start(seg: MappedFile, pos: int) -> int | None:
         if _MIN_RECORD <= total <= seg.size - pos and _is_start(seg.read(pos + total, 36), pos + total,
                                                                 pos + total, seg):
             return pos + total
-    at = pos + 1
-    while at < seg.size:
+    at: int | None = pos + 1
+    while at is not None and at < seg.size:
+        data = seg.next_data(at)  # holes (never written) hold no record: not read at all
+        if data is None:
+            return None
+        at = max(at, data - data % 4096 - 64)  # a record may start just before the data region
         buf = seg.read(at, _CHUNK + 36)
         found = [p for p in (_first_match(buf, m, at, seg) for m in _MAGICS) if p is not None]
         if found:
