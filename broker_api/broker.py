@@ -82,6 +82,7 @@ class Broker:
         self.ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.admin_address: str | None = None  # the control listener's host:port, once it listens
+        self.kafka: Any = None  # the Kafka listener ([kafka] port >= 0; broker_api.kafka)
         self._round_robin: dict[str, int] = {}
 
     @property
@@ -111,6 +112,7 @@ class Broker:
         self.tables.start()
         self._schedule()
         self.periodic.start()
+        self._start_kafka(loop)
         self.ready = True
 
     def start_registration(self, address: str) -> None:
@@ -156,6 +158,8 @@ class Broker:
 
     def stop(self) -> None:
         self.ready = False
+        if self.kafka is not None:
+            self.kafka.stop()  # before the store: no Kafka request reaches a stopped store
         if self.registrar is not None:
             self.registrar.stop()  # unregister first: clients stop routing here
             self.registrar = None
@@ -189,6 +193,14 @@ class Broker:
         self.slave_sync = SlaveSyncService(self.replication, self.topics, self.groups, self.store,
                                            self.settings.ha.metadata_sync_interval_s, self.delay, credentials)
         self.slave_sync.start()
+
+    def _start_kafka(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.settings.kafka.port < 0:
+            return
+        from .kafka import KafkaListener  # imports kio: only when the listener is on
+
+        self.kafka = KafkaListener(self)
+        self.kafka.start(loop)
 
     def _start_mirror(self) -> Any:
         if not self.settings.mirror.enabled:

@@ -119,6 +119,8 @@ class _Server(uvicorn.Server):
             control = self._start_control(host)
             tune_runtime(self._settings)
             bound = memory_bound_bytes(self._settings) >> 20
+            kafka = self._broker.kafka
+            control += f"; kafka listener on {kafka.address}" if kafka is not None else ""
             print(
                 f"sparkmq broker {b.name} ready on {scheme}://{host}:{port} (data in {self._settings.data_path.resolve()})"
                 f"{control}; anonymous memory bound ~{bound} MiB with 1000 connections ([server] *_inflight_bytes)",

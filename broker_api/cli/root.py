@@ -95,6 +95,8 @@ def serve(
         "--ssl-certfile", help="PEM certificate chain: serve HTTPS (tls.certfile setting).")] = None,
     ssl_keyfile: Annotated[Path | None, typer.Option(
         "--ssl-keyfile", help="PEM private key of --ssl-certfile (tls.keyfile setting).")] = None,
+    kafka_port: Annotated[int | None, typer.Option(
+        "--kafka-port", min=-1, max=65535, help="Kafka protocol listener port (default: off; 0 = any free port).")] = None,
 ) -> None:
     """Run a broker on its embedded defaults.
 
@@ -128,7 +130,8 @@ def serve(
     ha = {k: v for k, v in ha_flags.items() if v is not None}
     tls = {k: str(v) for k, v in (("certfile", ssl_certfile), ("keyfile", ssl_keyfile)) if v is not None}
     try:
-        settings = load_settings(config, broker=broker, store=store, ha=ha, tls=tls, server=server)
+        kafka = {"port": kafka_port} if kafka_port is not None else {}
+        settings = load_settings(config, broker=broker, store=store, ha=ha, tls=tls, server=server, kafka=kafka)
     except FileNotFoundError as exc:
         fail(str(exc))
     except ValidationError as exc:

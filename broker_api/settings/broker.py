@@ -32,7 +32,7 @@ from store import HAConfig, StoreConfig
 from ..auth.config import AuthSection, TlsSection
 from .addresses import parse_namesrv_addrs
 from .pop import PopSection
-from .sections import DelaySection, HASection, RuntimeSection, TablesSection, TransactionsSection
+from .sections import DelaySection, HASection, KafkaSection, RuntimeSection, TablesSection, TransactionsSection
 from .toml import TomlSettings
 
 __all__ = [
@@ -255,6 +255,7 @@ class BrokerSettings(TomlSettings):
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
     tables: TablesSection = TablesSection()
     runtime: RuntimeSection = RuntimeSection()
+    kafka: KafkaSection = KafkaSection()
 
     @property
     def data_path(self) -> Path:

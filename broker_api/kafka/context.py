@@ -1,0 +1,76 @@
+"""What the Kafka handlers share: the broker's parts they use, this node's identity, producer state."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..model.groups import GroupManager
+from ..model.topics import TopicConfig, TopicManager
+from ..settings.sections import KafkaSection
+from .mapping import kafka_topic_ok
+
+__all__ = ["BrokerParts", "KafkaContext", "Node"]
+
+
+class BrokerParts(Protocol):
+    """The parts of :class:`broker_api.broker.Broker` the listener uses (the kafka room does not import it)."""
+
+    store: Any
+    topics: TopicManager
+    groups: GroupManager
+    writer: Any
+    replication: Any
+    waiters: Any
+    settings: Any
+
+    def settle(self, timeout_s: float = 1.0) -> None: ...
+
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """This broker as Kafka clients see it."""
+
+    node_id: int
+    host: str
+    port: int
+    cluster_id: str
+
+
+@dataclass(slots=True)
+class _Sequence:
+    """Per producer id and partition: the epoch and the last batches' (first seq, last seq, base offset)."""
+
+    epoch: int
+    recent: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+@dataclass
+class KafkaContext:
+    """Everything a handler needs; one per listener."""
+
+    broker: BrokerParts
+    config: KafkaSection
+    node: Node
+    sequences: dict[tuple[int, str, int], _Sequence] = field(default_factory=dict)
+    coordinator: Any = None  # the group coordinator (groups.py), set by the listener
+    _next_producer_id: int = field(default_factory=lambda: int(time.time() * 1000) << 8)
+
+    def new_producer_id(self) -> int:
+        """A producer id not handed out before (time based, so it is fresh after a restart)."""
+        self._next_producer_id += 1
+        return self._next_producer_id
+
+    def kafka_topics(self) -> list[TopicConfig]:
+        """Topics Kafka clients see: not system topics, and only names Kafka accepts."""
+        return [t for t in self.broker.topics.list() if kafka_topic_ok(t.name)]
+
+    def sequence(self, producer_id: int, topic: str, partition: int, epoch: int) -> _Sequence:
+        key = (producer_id, topic, partition)
+        state = self.sequences.get(key)
+        if state is None or state.epoch != epoch:
+            state = self.sequences[key] = _Sequence(epoch)
+        return state

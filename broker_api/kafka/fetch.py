@@ -1,0 +1,137 @@
+"""Fetch: pages of the store's queues as RecordBatch v2, with Kafka's long poll.
+
+Each partition's page is read by columns (:meth:`store.MessageStore.get_message_columns`: flat
+body and property buffers, no message objects) and written as one uncompressed batch whose base
+offset is the fetch offset, so a client never receives records below the offset it asked for.
+The answer waits up to ``max_wait_ms`` for ``min_bytes``, woken by the broker's arrival events;
+``max_bytes`` bounds the answer (the first non-empty partition is always served whole, as Kafka).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from store import GetStatus
+from store.pull import PullColumns
+
+from .codec import ErrorCode, Request, millis
+from .context import KafkaContext
+from .handlers import has_partition
+from .mapping import split_properties
+from .records import BatchWriter
+
+__all__ = ["fetch", "page_batch"]
+
+_MAX_RECORDS = 10_000
+_OUT_OF_RANGE = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW)
+
+
+def page_batch(page: Any) -> bytes:
+    """One RecordBatch of a page (PullColumns or PullBatch); b"" when it has no messages."""
+    if isinstance(page, PullColumns):
+        n = len(page)
+        if not n:
+            return b""
+        offsets, born = page.queue_offsets.tolist(), page.born_timestamps.tolist()
+        bo, po = page.body_offsets.tolist(), page.property_offsets.tolist()
+        bodies, props = page.bodies.tobytes(), page.properties.tobytes()
+        w = BatchWriter(offsets[0], born[0])
+        for i in range(n):
+            key, headers = split_properties(props[po[i]:po[i + 1]])
+            w.add(offsets[i], born[i], key, bodies[bo[i]:bo[i + 1]], headers)
+        return w.finish()
+    batch = page.batch
+    offsets = batch.queue_offsets.tolist()
+    if not offsets:
+        return b""
+    born = batch.born_timestamps.tolist()
+    w = BatchWriter(offsets[0], born[0])
+    for i, (body, raw) in enumerate(zip(batch.bodies, batch.properties_raw)):
+        key, headers = split_properties(raw)
+        w.add(offsets[i], born[i], key, body, headers)
+    return w.finish()
+
+
+def _read(ctx: KafkaContext, topic: str, part: Any, limit: int) -> dict[str, Any]:
+    """One partition's answer: its error, offsets and records."""
+    index = part.partition
+    entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "high_watermark": -1,
+                             "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": [],
+                             "preferred_read_replica": -1, "records": b""}
+    if not has_partition(ctx, topic, index):
+        return {**entry, "error_code": ErrorCode.unknown_topic_or_partition}
+    lo, hi = ctx.broker.queue_range(topic, index)
+    entry.update(high_watermark=hi, last_stable_offset=hi, log_start_offset=lo)
+    offset = part.fetch_offset
+    if offset < lo or offset > hi:
+        return {**entry, "error_code": ErrorCode.offset_out_of_range}
+    if offset == hi or limit <= 0:
+        return entry
+    page = ctx.broker.store.get_message_columns(topic, index, offset, _MAX_RECORDS,
+                                                max_bytes=max(limit, 1), settle=False)
+    if page.status in _OUT_OF_RANGE:
+        return {**entry, "error_code": ErrorCode.offset_out_of_range}
+    if page.status == GetStatus.CORRUPT_MESSAGE:
+        return {**entry, "error_code": ErrorCode.corrupt_message}
+    return {**entry, "records": page_batch(page)}
+
+
+def _read_all(ctx: KafkaContext, req: Any) -> tuple[list[dict[str, Any]], int]:
+    budget = req.max_bytes if getattr(req, "max_bytes", None) is not None else 50 << 20
+    topics, total = [], 0
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            limit = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
+            entry = _read(ctx, t.topic, p, limit)
+            total += len(entry["records"])
+            parts.append(entry)
+        topics.append({"topic": t.topic, "partitions": parts})
+    return topics, total
+
+
+async def fetch(ctx: KafkaContext, req: Request) -> dict[str, Any]:
+    body = req.body
+    deadline = time.monotonic() + millis(body.max_wait) / 1000
+    min_bytes = max(1, body.min_bytes)
+    topics, total = _read_all(ctx, body)
+    while total < min_bytes and not _has_error(topics) and time.monotonic() < deadline:
+        if not await _wait(ctx, body, deadline - time.monotonic()):
+            break
+        topics, total = _read_all(ctx, body)
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
+
+
+def _has_error(topics: list[dict[str, Any]]) -> bool:
+    return any(p["error_code"] for t in topics for p in t["partitions"])
+
+
+async def _wait(ctx: KafkaContext, body: Any, timeout_s: float) -> bool:
+    """Park on every fetched partition until one gets a message or the time is up; False if stopping."""
+    waiters = ctx.broker.waiters
+    if waiters is None or timeout_s <= 0:
+        return False
+    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    events = [(k, waiters.register(*k)) for k in keys]
+    try:
+        if not any(ctx.broker.queue_range(*k)[1] > _offset(body, k) for k in keys):
+            tasks = [asyncio.ensure_future(e.wait()) for _, e in events]
+            try:
+                await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+    finally:
+        for k, e in events:
+            waiters.unregister(*k, e)
+    return bool(getattr(ctx.broker, "ready", True))
+
+
+def _offset(body: Any, key: tuple[str, int]) -> int:
+    for t in body.topics:
+        for p in t.partitions:
+            if (t.topic, p.partition) == key:
+                return int(p.fetch_offset)
+    return 0

@@ -1,0 +1,92 @@
+"""How a Kafka record and a sparkmq message map onto each other.
+
+* partition = queue id, offset = queue offset, timestamp = born timestamp (CreateTime);
+* key = the message's keys (``KEYS``; several keys are joined by one space). A key that is not
+  UTF-8 text free of ``\\x00``-``\\x03`` (or is empty) is kept verbatim, base64-encoded, in the
+  property ``KAFKA_KEY_B64``, and comes back as the same bytes;
+* headers = properties. The message's tag travels as the header ``TAGS``. A header whose value is
+  not clean UTF-8 text is stored as the property ``KAFKA_B64.<name>`` (base64) and comes back under
+  its own name; a null header value as the property ``KAFKA_NULL.<name>``. Headers repeating a name
+  keep the last value (properties are a map).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from store import Message
+
+from .records import Record
+
+__all__ = ["KAFKA_TOPIC", "to_message", "split_properties", "kafka_topic_ok"]
+
+KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_KEY_B64 = "KAFKA_KEY_B64"
+_B64 = "KAFKA_B64."
+_NULL = "KAFKA_NULL."
+_BAD = re.compile(r"[\x00-\x03]")
+
+
+def kafka_topic_ok(name: str) -> bool:
+    """Whether Kafka clients accept ``name`` as a topic name."""
+    return name not in (".", "..") and KAFKA_TOPIC.fullmatch(name) is not None
+
+
+def _text(raw: bytes) -> str | None:
+    """``raw`` as text the store can keep as is, or None."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text and not _BAD.search(text) else None
+
+
+def to_message(topic: str, partition: int, rec: Record, born_host: str | None = None) -> Message:
+    """A stored message for one produced record."""
+    props: dict[str, str] = {}
+    keys: tuple[str, ...] = ()
+    tags = None
+    if rec.key is not None:
+        text = _text(rec.key)
+        if text is not None:
+            keys = (text,)
+        else:
+            props[_KEY_B64] = base64.b64encode(rec.key).decode()
+    for name, value in rec.headers:
+        if value is None:
+            props[_NULL + name] = ""
+            continue
+        text = _text(value)
+        if name == "TAGS" and text is not None:
+            tags = text
+        elif text is not None and name not in ("KEYS", "WCRC"):
+            props[name] = text
+        else:
+            props[_B64 + name] = base64.b64encode(value).decode()
+    return Message(topic, rec.value or b"", partition, keys, tags, props, born_timestamp=rec.timestamp)
+
+
+def split_properties(raw: bytes) -> tuple[bytes | None, list[tuple[bytes, bytes | None]]]:
+    """A stored message's properties (``name\\x01value\\x02``...) as a Kafka (key, headers)."""
+    key: bytes | None = None
+    headers: list[tuple[bytes, bytes | None]] = []
+    if not raw:
+        return key, headers
+    for pair in raw.split(b"\x02"):
+        if not pair:
+            continue
+        name, _, value = pair.partition(b"\x01")
+        if name == b"KEYS":
+            key = value.replace(b"\x03", b" ")
+        elif name == b"WCRC":
+            continue
+        elif name == b"KAFKA_KEY_B64":
+            key = base64.b64decode(value)
+        elif name.startswith(b"KAFKA_B64."):
+            headers.append((name[10:], base64.b64decode(value)))
+        elif name.startswith(b"KAFKA_NULL."):
+            headers.append((name[11:], None))
+        else:
+            headers.append((name, value))
+    return key, headers

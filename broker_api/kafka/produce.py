@@ -1,0 +1,155 @@
+"""Produce: RecordBatch v2 in, messages to the store, with idempotent producers' sequence checks.
+
+acks = 0 stores and answers nothing (as Kafka); acks = 1 answers once the store holds the batch
+(with SYNC flush: once fdatasync covers it); acks = -1 (all) also waits for the SYNC_MASTER rule
+(a slave holds it). A batch from an idempotent producer (producer id >= 0) must carry the next
+sequence of its partition; a retried batch that was already stored is answered with its first
+offset and is not stored again (the last five batches per producer and partition are remembered).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from store import Message
+from store.errors import DiskFullError, FlushTimeoutError, InvalidMessageError, MessageTooLargeError
+
+from ..errors import BrokerBusyError, PermissionDeniedError, SlaveReadOnlyError
+from .codec import ErrorCode, KafkaProtocolError, Request
+from .context import KafkaContext
+from .handlers import has_partition
+from .mapping import to_message
+from .records import Batch, decode_batches
+
+__all__ = ["produce"]
+
+log = logging.getLogger(__name__)
+_REMEMBERED = 5
+_INT32_MAX = (1 << 31) - 1
+_ERRORS: list[tuple[type[BaseException], ErrorCode]] = [
+    (MessageTooLargeError, ErrorCode.message_too_large),
+    (InvalidMessageError, ErrorCode.invalid_record),
+    (KafkaProtocolError, ErrorCode.corrupt_message),
+    (DiskFullError, ErrorCode.kafka_storage_error),
+    (SlaveReadOnlyError, ErrorCode.not_leader_or_follower),
+    (PermissionDeniedError, ErrorCode.topic_authorization_failed),
+    (BrokerBusyError, ErrorCode.request_timed_out),
+]
+
+
+def _error_of(exc: BaseException) -> ErrorCode:
+    for cls, code in _ERRORS:
+        if isinstance(exc, cls):
+            return code
+    return ErrorCode.unknown_server_error
+
+
+async def produce(ctx: KafkaContext, req: Request) -> dict[str, Any] | None:
+    body = req.body
+    if body.transactional_id is not None:
+        code = ErrorCode.transactional_id_authorization_failed
+        return _answer(body, {(t.name, p.index): _part(p.index, code, "transactions are not supported")
+                              for t in body.topic_data for p in t.partition_data})
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for t in body.topic_data:
+        for p in t.partition_data:
+            out[(t.name, p.index)] = await _partition(ctx, t.name, p.index, p.records or b"", body.acks)
+    return None if body.acks == 0 else _answer(body, out)
+
+
+def _answer(body: Any, parts: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    topics = [{"name": t.name, "partition_responses": [parts[(t.name, p.index)] for p in t.partition_data]}
+              for t in body.topic_data]
+    return {"responses": topics, "throttle_time": 0}
+
+
+def _part(index: int, error: ErrorCode | int = 0, message: str | None = None, base_offset: int = -1,
+          log_start: int = -1) -> dict[str, Any]:
+    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": None,
+            "log_start_offset": log_start, "record_errors": [], "error_message": message}
+
+
+async def _partition(ctx: KafkaContext, topic: str, index: int, records: bytes, acks: int) -> dict[str, Any]:
+    broker = ctx.broker
+    if not has_partition(ctx, topic, index):
+        return _part(index, ErrorCode.unknown_topic_or_partition, f"topic {topic!r} has no partition {index}")
+    try:
+        broker.topics.for_produce(topic)
+        batches = decode_batches(records)
+        return await _store(ctx, topic, index, batches, acks)
+    except Exception as exc:
+        code = _error_of(exc)
+        if code == ErrorCode.unknown_server_error:
+            log.exception("kafka produce to %s/%d failed", topic, index)
+        return _part(index, code, str(exc))
+
+
+async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch], acks: int) -> dict[str, Any]:
+    broker = ctx.broker
+    first = -1
+    for batch in batches:
+        if batch.control:
+            continue
+        if batch.transactional:
+            return _part(index, ErrorCode.transactional_id_authorization_failed, "transactions are not supported")
+        duplicate = _check_sequence(ctx, topic, index, batch)
+        if isinstance(duplicate, ErrorCode):
+            return _part(index, duplicate, "out of order sequence number")
+        if duplicate is not None:  # a retry of a stored batch: answered, not stored again
+            first = duplicate if first < 0 else first
+            continue
+        messages = [to_message(topic, index, r) for r in batch.records]
+        base = await _put(ctx, messages, acks)
+        _remember(ctx, topic, index, batch, base)
+        first = base if first < 0 else first
+    lo, _ = broker.queue_range(topic, index)
+    return _part(index, 0, None, first, lo)
+
+
+async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> int:
+    broker = ctx.broker
+    if not messages:
+        return -1
+    flushed = True
+    try:
+        results = await broker.writer.put(messages)
+    except FlushTimeoutError as exc:  # stored; fdatasync did not confirm it in time
+        results, flushed = exc.results, False
+    if acks == -1:
+        status = await broker.replication.confirm(results, flushed)
+        if status != "SEND_OK":
+            raise _NotReplicated(status)
+    return int(results[0].queue_offset)
+
+
+class _NotReplicated(BrokerBusyError):
+    """Raised when acks=all was asked and the SYNC_MASTER rule or the SYNC flush did not confirm the write."""
+
+
+_ERRORS.insert(0, (_NotReplicated, ErrorCode.not_enough_replicas_after_append))
+
+
+def _check_sequence(ctx: KafkaContext, topic: str, index: int, batch: Batch) -> int | ErrorCode | None:
+    """None: store it; an int: a duplicate stored at that offset; an ErrorCode: refuse it."""
+    if batch.producer_id < 0:
+        return None
+    state = ctx.sequence(batch.producer_id, topic, index, batch.producer_epoch)
+    for first, _, base in state.recent:
+        if first == batch.base_sequence:
+            return base
+    if not state.recent:
+        return None  # a producer new to this partition (or to this broker since a restart)
+    expected = state.recent[-1][1] + 1
+    if expected > _INT32_MAX:
+        expected = 0
+    return None if batch.base_sequence == expected else ErrorCode.out_of_order_sequence_number
+
+
+def _remember(ctx: KafkaContext, topic: str, index: int, batch: Batch, base: int) -> None:
+    if batch.producer_id < 0:
+        return
+    state = ctx.sequence(batch.producer_id, topic, index, batch.producer_epoch)
+    last = batch.base_sequence + batch.last_offset_delta
+    state.recent.append((batch.base_sequence, last, base))
+    del state.recent[:-_REMEMBERED]

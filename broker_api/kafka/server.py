@@ -1,0 +1,171 @@
+"""The Kafka listener: an asyncio server on the broker's own event loop.
+
+Each connection reads one size-prefixed frame at a time and answers it before reading the next,
+as Kafka does (a connection's requests are handled in order). The listener starts with the
+broker (``[kafka] port`` >= 0) and stops before the store does; it owns no thread.
+
+Bad input is answered and logged, never allowed to stop the listener: a request of an API or
+version we do not serve is answered UNSUPPORTED_VERSION (ApiVersions answers v0 with the list,
+as KIP-511 says), a malformed one INVALID_REQUEST; an unknown API key, a negative size or a frame
+over ``max_frame_bytes`` cannot be answered in any schema and closes that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .admin import ADMIN_HANDLERS
+from .codec import (API_VERSIONS, API_VERSIONS_KEY, SIZE, ErrorCode, KafkaProtocolError, Request, build,
+                    decode_request, encode_response, peek_header, response_class)
+from .context import BrokerParts, KafkaContext, Node
+from .fetch import fetch
+from .group_api import GROUP_HANDLERS
+from .groups import GroupCoordinator
+from .handlers import api_versions, api_versions_answer, init_producer_id, list_offsets, metadata
+from .produce import produce
+
+__all__ = ["KafkaListener"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[KafkaContext, Request], Awaitable[dict[str, Any] | None]]
+HANDLERS: dict[int, Handler] = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions,
+                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS}
+_STOP_TIMEOUT_S = 5.0
+
+
+class KafkaListener:
+    """Serves Kafka clients from ``broker``'s store, topics and groups."""
+
+    def __init__(self, broker: BrokerParts) -> None:
+        self.broker = broker
+        self.config = broker.settings.kafka
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+        self.ctx: KafkaContext | None = None
+        self.address: str | None = None
+
+    # -- lifecycle (called from the broker's start/stop threads) -----------------------------------
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> str:
+        """Listen on ``[kafka] port`` (0 = a free one); returns host:port. Raises OSError if it cannot."""
+        self._loop = loop
+        return asyncio.run_coroutine_threadsafe(self._open(), loop).result(_STOP_TIMEOUT_S * 2)
+
+    def stop(self) -> None:
+        """Stop listening and close every connection; safe to call twice."""
+        loop, self._loop = self._loop, None
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._close(), loop).result(_STOP_TIMEOUT_S)
+        except (TimeoutError, RuntimeError) as exc:
+            log.warning("kafka listener did not stop cleanly: %s", exc)
+
+    async def _open(self) -> str:
+        s = self.broker.settings
+        host = self.config.host or s.broker.host
+        self._server = await asyncio.start_server(self._serve, host, self.config.port)
+        port = self._server.sockets[0].getsockname()[1]
+        advertised = self.config.advertised_host or s.advertised_host()
+        node = Node(s.broker.broker_id, advertised, port, s.broker.cluster)
+        self.ctx = KafkaContext(self.broker, self.config, node)
+        self.ctx.coordinator = GroupCoordinator(self.ctx)
+        self.address = f"{host}:{port}"
+        log.info("kafka listener on %s (advertised as %s:%d)", self.address, advertised, port)
+        return self.address
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conns):
+            task.cancel()
+        if self._conns:
+            await asyncio.wait(self._conns, timeout=_STOP_TIMEOUT_S)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if self.ctx is not None and self.ctx.coordinator is not None:
+            self.ctx.coordinator.close()
+
+    # -- one connection ----------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                frame = await self._frame(reader, peer)
+                if frame is None:
+                    break
+                answer = await self._answer(frame, peer)
+                if answer is None:
+                    continue
+                writer.write(answer)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except _CloseConnection as exc:
+            log.warning("kafka: closing the connection from %s: %s", peer, exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._conns.discard(task)
+            writer.close()
+
+    async def _frame(self, reader: asyncio.StreamReader, peer: Any) -> bytes | None:
+        try:
+            head = await reader.readexactly(4)
+        except asyncio.IncompleteReadError:
+            return None
+        (size,) = SIZE.unpack(head)
+        if size < 8 or size > self.config.max_frame_bytes:
+            raise _CloseConnection(f"request size {size} is outside 8..{self.config.max_frame_bytes} "
+                                   "([kafka] max_frame_bytes)")
+        return await reader.readexactly(size)
+
+    async def _answer(self, frame: bytes, peer: Any) -> bytes | None:
+        key, version, correlation = peek_header(frame)
+        served = API_VERSIONS.get(key)
+        if served is None:
+            raise _CloseConnection(f"api key {key} is not served")
+        if not served[1] <= version <= served[2]:
+            log.warning("kafka: %s asked api key %d version %d; served %d..%d", peer, key, version,
+                        served[1], served[2])
+            return _error(key, version, correlation, ErrorCode.unsupported_version)
+        try:
+            req = decode_request(frame)
+        except KafkaProtocolError as exc:
+            log.warning("kafka: malformed request from %s: %s", peer, exc)
+            return _error(key, version, correlation, ErrorCode.invalid_request)
+        assert self.ctx is not None
+        try:
+            body = await HANDLERS[key](self.ctx, req)
+        except Exception:
+            log.exception("kafka: api key %d v%d from %s failed", key, version, peer)
+            return _error(key, version, correlation, ErrorCode.unknown_server_error)
+        if body is None:
+            return None
+        return encode_response(key, version, correlation, build(response_class(key, version), body))
+
+
+class _CloseConnection(KafkaProtocolError):
+    """Raised when a frame cannot be answered in any schema: its connection is closed."""
+
+
+def _error(key: int, version: int, correlation: int, code: ErrorCode) -> bytes:
+    """An answer carrying ``code`` at the top (ApiVersions: v0 with the supported versions)."""
+    if key == API_VERSIONS_KEY:
+        return encode_response(key, 0, correlation, build(response_class(key, 0), api_versions_answer(code)))
+    try:
+        cls = response_class(key, version)
+    except Exception as exc:  # a version kio has no schema for
+        raise _CloseConnection(f"api key {key} version {version} has no response schema") from exc
+    fields = {"error_code": code} if "error_code" in getattr(cls, "__dataclass_fields__", {}) else {}
+    return encode_response(key, version, correlation, build(cls, fields))
