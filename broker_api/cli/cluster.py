@@ -1,8 +1,11 @@
-"""``sparkmq cluster``: every broker with its HA role, its slaves and how far behind they are."""
+"""``sparkmq cluster``: every broker with its HA role, its slaves and how far behind they are; with a
+controller (``sparkmq namesrv --controller``) each broker name's master, epoch, in-sync set and last election."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import time
 
 import httpx
 
@@ -53,6 +56,36 @@ def _detail(ha: dict[str, Any]) -> str:
     return str(ha.get("error", ""))
 
 
+def _controller_groups(http: httpx.Client, namesrv: str | None) -> list[dict[str, Any]]:
+    """GET /v1/controller/groups from the first NameServer running a controller ([] when none does)."""
+    for base in parse_namesrv_addrs(namesrv) if namesrv else []:
+        try:
+            r = http.get(f"{base}/v1/controller/groups")
+        except httpx.HTTPError:
+            continue
+        if r.status_code == 200:
+            return list(r.json()["groups"])
+    return []
+
+
+def _election(e: dict[str, Any] | None) -> str:
+    if not e:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["at_ms"] / 1000))
+    took = f", took {e['took_ms'] / 1000:.1f} s" if e.get("took_ms") is not None else ""
+    who = f"{e['old_master']} -> {e['new_master']}" if e.get("new_master") else "no new master"
+    return f"{when}: {who} ({e['reason']}; master silent {e['master_silent_ms'] / 1000:.1f} s{took})"
+
+
+def _controller_rows(groups: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for g in groups:
+        addr = {r["replica_id"]: r["address"] for r in g["replicas"]}
+        rows.append((g["broker_name"], addr.get(g["master"] or "", "none"), g["master_epoch"],
+                     ", ".join(addr.get(r, r) for r in g["sync_state_set"]), _election(g.get("last_election"))))
+    return rows
+
+
 def cluster_command(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Namesrv = None) -> None:
     """Show masters and slaves, their HA roles and replication lag.
 
@@ -68,6 +101,7 @@ def cluster_command(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Na
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             fail(f"cannot reach the broker at {url} ({type(exc).__name__}: {exc})")
         has = {b["address"]: _broker_ha(http, b["address"]) for b in brokers}
+        groups = _controller_groups(http, namesrv)
     rows = []
     for b in sorted(brokers, key=lambda b: (b["cluster"], b["broker_name"], b["broker_id"])):
         ha = has[b["address"]]
@@ -75,7 +109,10 @@ def cluster_command(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Na
         rows.append((b["cluster"], b["broker_name"], b["broker_id"], ha.get("role", "?"), b["address"],
                      ha.get("max_offset", ""), _detail(ha)))
     if as_json:
-        print_json(brokers)
+        print_json({"brokers": brokers, "controller": groups} if groups else brokers)
         return
     print_table(["cluster", "broker", "id", "role", "address", "commitlog max", "replication"], rows,
                 title="brokers")
+    if groups:
+        print_table(["broker", "master", "epoch", "in-sync set", "last election"], _controller_rows(groups),
+                    title="controller")

@@ -22,7 +22,7 @@ ranked by (reported epoch desc, max offset desc, broker id asc).  The winner
 gets ``master_epoch + 1`` and the in-sync set shrinks to it alone, as in
 RocketMQ (slaves rejoin once they catch up).  No candidate: the old master
 stays recorded (it is master again when it returns) and the failure is logged
-in ``last_election``.
+in ``failed_election``.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ class Group:
     sync_state_set_epoch: int = 0
     replicas: dict[str, Replica] = field(default_factory=dict)
     epochs: list[tuple[int, int]] = field(default_factory=list)
-    last_election: Election | None = None
+    last_election: Election | None = None  # the last one that moved the master
+    failed_election: Election | None = None  # the last attempt that found no candidate
     next_broker_id: int = 1
     _silent_since: float = 0.0  # monotonic: old master's last heartbeat at the last election
 
@@ -151,8 +152,8 @@ class ControllerState:
             master = group.replicas.get(group.master or "")
             if master is None or now - master.last_heartbeat <= self.master_timeout_s:
                 continue
-            if group.last_election is not None and group.last_election.new_master is None \
-                    and group._silent_since == master.last_heartbeat and not self._candidates(group, now):
+            if group.failed_election is not None and group._silent_since == master.last_heartbeat \
+                    and not self._candidates(group, now):
                 continue  # already failed for this silence and nothing changed
             election = self.elect(group.name, now, f"master heartbeat timeout ({self.master_timeout_s:g} s)")
             if election.new_master is not None:
@@ -171,9 +172,9 @@ class ControllerState:
         if not candidates:
             why = "no live in-sync replica" + ("" if self.allow_unclean_election else
                                                " (allow_unclean_election is false)")
-            group.last_election = Election(_wall_ms(), f"{reason}: {why}", group.master, None, group.master_epoch,
-                                           int((now - silent_since) * 1000))
-            return group.last_election
+            group.failed_election = Election(_wall_ms(), f"{reason}: {why}", group.master, None,
+                                             group.master_epoch, int((now - silent_since) * 1000))
+            return group.failed_election
         best = min(candidates, key=lambda r: (-r.epoch, -r.max_offset, r.broker_id))
         old_master = group.master
         self._crown(group, best.replica_id, reason, now, group.master_epoch, silent_since)
@@ -196,6 +197,7 @@ class ControllerState:
         since = now if silent_since is None else silent_since
         group.last_election = Election(_wall_ms(), reason, None, replica_id, group.master_epoch,
                                        int((now - since) * 1000))
+        group.failed_election = None
         group._silent_since = since
 
     def _record_epoch(self, group: Group, epoch: int, start: int, now: float) -> bool:
@@ -239,7 +241,8 @@ class ControllerState:
                 "master_epoch": group.master_epoch, "sync_state_set": sorted(group.sync_state_set),
                 "sync_state_set_epoch": group.sync_state_set_epoch, "epochs": [list(e) for e in group.epochs],
                 "replicas": replicas,
-                "last_election": asdict(group.last_election) if group.last_election else None}
+                "last_election": asdict(group.last_election) if group.last_election else None,
+                "failed_election": asdict(group.failed_election) if group.failed_election else None}
 
     # -- persistence -------------------------------------------------------
 
@@ -250,6 +253,7 @@ class ControllerState:
                          "sync_state_set": sorted(g.sync_state_set), "sync_state_set_epoch": g.sync_state_set_epoch,
                          "epochs": [list(e) for e in g.epochs], "next_broker_id": g.next_broker_id,
                          "last_election": asdict(g.last_election) if g.last_election else None,
+                         "failed_election": asdict(g.failed_election) if g.failed_election else None,
                          "replicas": {r.replica_id: {"broker_id": r.broker_id, "address": r.address,
                                                      "ha_address": r.ha_address, "max_offset": r.max_offset,
                                                      "epoch": r.epoch} for r in g.replicas.values()}}
@@ -263,6 +267,7 @@ class ControllerState:
                           g["sync_state_set_epoch"], epochs=[(int(e), int(s)) for e, s in g["epochs"]],
                           next_broker_id=g["next_broker_id"], _silent_since=now)
             group.last_election = Election(**g["last_election"]) if g.get("last_election") else None
+            group.failed_election = Election(**g["failed_election"]) if g.get("failed_election") else None
             for rid, r in g["replicas"].items():
                 group.replicas[rid] = Replica(rid, r["broker_id"], r["address"], r["ha_address"],
                                               max_offset=r["max_offset"], epoch=r["epoch"], last_heartbeat=now)

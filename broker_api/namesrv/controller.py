@@ -116,15 +116,15 @@ class ControllerService:
     def scan(self) -> list[Election]:
         """Elect for every silent master; called by the thread (and tests)."""
         with self._lock:
-            before = {n: g.last_election for n, g in self.state.groups.items()}
+            before = {n: g.failed_election for n, g in self.state.groups.items()}
             elections = self.state.scan(time.monotonic())
             failed = [g for n, g in self.state.groups.items()
-                      if g.last_election is not before[n] and g.last_election and not g.last_election.new_master]
+                      if g.failed_election is not None and g.failed_election is not before[n]]
             if elections or failed:
                 self._save()
             names = [(g.name, g.last_election) for g in self.state.groups.values() if g.last_election in elections]
         for group in failed:
-            log.error("controller: %s: %s", group.name, group.last_election.reason if group.last_election else "")
+            log.error("controller: %s: %s", group.name, group.failed_election.reason if group.failed_election else "")
         for name, election in names:
             if election is not None:
                 self._announce(name, election)

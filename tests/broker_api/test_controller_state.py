@@ -65,8 +65,9 @@ def test_an_out_of_sync_replica_is_never_elected_unless_unclean_election_is_allo
     s.heartbeat(hb("r2", 999, 1), 3.0)
     assert s.scan(3.5) == []
     g = s.group("bk")
-    assert g.master == "r1" and g.last_election and g.last_election.new_master is None
-    assert "no live in-sync replica" in g.last_election.reason
+    assert g.master == "r1" and g.failed_election and g.failed_election.new_master is None
+    assert "no live in-sync replica" in g.failed_election.reason
+    assert g.last_election is not None and g.last_election.new_master == "r1"  # the last real one is kept
     unclean = ControllerState(T, allow_unclean_election=True)
     unclean.heartbeat(hb("r1"), 0.0)
     unclean.heartbeat(hb("r2", 999, 1), 3.0)

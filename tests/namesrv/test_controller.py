@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .support import NamesrvProcess, free_port, register_body, wait_until
+from .support import REPO_ROOT, NamesrvProcess, free_port, register_body, wait_until
 
 
 def _namesrv(tmp_path: Path, port: int | None = None, enabled: bool = True) -> NamesrvProcess:
@@ -52,6 +54,10 @@ def test_a_silent_master_is_replaced_by_its_in_sync_slave_and_the_route_follows_
         group = ns.get("/v1/controller/groups/bk").json()
         assert group["last_election"]["old_master"] == "r1" and "timeout" in group["last_election"]["reason"]
         assert _hb(ns, "r1", 18081, epoch=1)["role"] == "slave"  # the old master comes back: a slave
+        out = subprocess.run([sys.executable, "-m", "broker_api", "cluster", "--namesrv", f"127.0.0.1:{ns.port}"],
+                             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT).stdout
+        row = next(line for line in out.splitlines() if "r1 -> r2" in line)
+        assert "http://127.0.0.1:18083" in row and " 2 " in row and "master heartbeat timeout" in row
     finally:
         ns.stop()
 
