@@ -157,8 +157,8 @@ def build(cls: type, values: dict[str, Any]) -> Any:
 
 
 def _convert(hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
+    if value is None:  # a version where the field is not nullable gets its zero
+        return None if type(None) in typing.get_args(hint) else _zero(hint)
     target = _strip_optional(hint)
     origin = typing.get_origin(target)
     if origin is tuple:

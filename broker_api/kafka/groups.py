@@ -67,6 +67,7 @@ class GroupCoordinator:
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
         self.groups: dict[str, Group] = {}
+        self.pending: set[str] = set()  # member ids handed out with MEMBER_ID_REQUIRED, not joined yet
         self._reaper = asyncio.get_running_loop().create_task(self._expire_forever())
 
     def close(self) -> None:
@@ -87,8 +88,9 @@ class GroupCoordinator:
 
     async def join(self, name: str, member: Member, known: bool) -> JoinAnswer:
         g = self.group(name)
-        if known and member.member_id not in g.members:
+        if known and member.member_id not in g.members and member.member_id not in self.pending:
             return _join_error(ErrorCode.unknown_member_id, member.member_id)
+        self.pending.discard(member.member_id)
         if g.members and member.protocol_type != g.protocol_type:
             return _join_error(ErrorCode.inconsistent_group_protocol, member.member_id)
         if g.members and not _common_protocol(list(g.members.values()) + [member], g, member):
@@ -233,9 +235,13 @@ class GroupCoordinator:
                         _fail(g.members.pop(mid), ErrorCode.unknown_member_id)
                     self._membership_changed(g)
 
-    @staticmethod
-    def new_member_id(client_id: str) -> str:
-        return f"{client_id or 'member'}-{uuid.uuid4()}"
+    def new_member_id(self, client_id: str) -> str:
+        """A member id for a first join (KIP-394: the client joins again with it)."""
+        member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        if len(self.pending) > 10_000:  # ids never used: forget them rather than grow
+            self.pending.clear()
+        self.pending.add(member_id)
+        return member_id
 
 
 def _common_protocol(members: list[Member], g: Group, newcomer: Member | None) -> str | None:

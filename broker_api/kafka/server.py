@@ -147,12 +147,12 @@ class KafkaListener:
         assert self.ctx is not None
         try:
             body = await HANDLERS[key](self.ctx, req)
+            if body is None:
+                return None
+            return encode_response(key, version, correlation, build(response_class(key, version), body))
         except Exception:
             log.exception("kafka: api key %d v%d from %s failed", key, version, peer)
             return _error(key, version, correlation, ErrorCode.unknown_server_error)
-        if body is None:
-            return None
-        return encode_response(key, version, correlation, build(response_class(key, version), body))
 
 
 class _CloseConnection(KafkaProtocolError):
