@@ -55,7 +55,7 @@ class BrokerHealth:
         """Record a failure: the back-off doubles (up to the cap) with each one in a row."""
         old = self._failed.get(address)
         n = old.failures + 1 if old else 1
-        wait = min(self._cap_s, self._base_s * 2 ** (n - 1))
+        wait = min(self._cap_s, self._base_s * 2 ** min(n - 1, 30))  # no OverflowError after 1,024
         since = old.since if old else self._wall()
         self._failed[address] = Failure(n, since, self._clock() + wait, error)
 

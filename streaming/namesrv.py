@@ -14,10 +14,20 @@ Every address of a broker name is kept, master (id 0) first, then the
 slaves by id: reads fall back to a slave while the master does not answer;
 writes go to the master only (a broker name without a live master takes no
 writes, as RocketMQ's publish info leaves it out).
+
+A NameServer that just restarted has empty tables until its brokers
+register again (they do within a second of it answering).  Every answer
+carries its uptime (``X-Namesrv-Uptime-S``), so a look-up of a topic::
+
+    answered by a NameServer younger than SETTLE_S   -> asked again once it is SETTLE_S old
+                                                        (a partial route would move keys)
+    "not found" from one younger than GRACE_S        -> asked again until found, GRACE_S old,
+                                                        or the look-up's timeout passes
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +37,11 @@ from .auth import Trust
 from .errors import NamesrvUnavailableError, TopicNotFoundError
 from .transport import ConnectFailed, TransportFailed, open_transport
 
-__all__ = ["BrokerRoute", "NamesrvLookup"]
+__all__ = ["GRACE_S", "SETTLE_S", "BrokerRoute", "NamesrvLookup"]
+
+SETTLE_S = 3.0
+GRACE_S = 60.0
+_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -81,6 +95,7 @@ class NamesrvLookup:
 
     def __init__(self, addrs: tuple[str, ...], timeout_s: float = 10.0, trust: Trust = Trust()) -> None:
         self._addrs = addrs
+        self._timeout_s = timeout_s
         self._http = open_transport(addrs, trust, timeout_s, min(3.0, timeout_s))
 
     def close(self) -> None:
@@ -102,21 +117,21 @@ class NamesrvLookup:
         return sorted(self._get("/v1/topics", None).get("topics") or {})
 
     def _get(self, path: str, topic: str | None) -> dict[str, Any]:
-        errors: list[str] = []
-        not_found = False
-        for base in self._addrs:
-            try:
-                resp = self._http.request("GET", base + path)
-            except (ConnectFailed, TransportFailed) as exc:
-                errors.append(f"{base}: {exc}")
-                continue
-            if resp.status_code == 200:
-                return dict(orjson.loads(resp.content))
-            if resp.status_code == 404 and topic is not None:
-                not_found = True
-                continue
-            errors.append(f"{base}: HTTP {resp.status_code} {resp.text[:200]}")
-        if not_found:
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            body, young, errors = self._ask(path, topic)
+            if body is not None and (topic is None or young is None or young >= SETTLE_S):
+                return body
+            if body is None and (young is None or young >= GRACE_S):
+                break  # not found by a NameServer old enough to know, or nobody answered
+            now = time.monotonic()
+            if now >= deadline:
+                if body is not None:
+                    return body
+                break
+            wait = SETTLE_S - young if body is not None else _POLL_S
+            time.sleep(max(0.01, min(wait, deadline - now)))
+        if young is not None:
             raise TopicNotFoundError(
                 f"no live broker serves topic {topic!r} according to the NameServer(s) "
                 f"{list(self._addrs)}; create the topic on a broker registered with them "
@@ -128,3 +143,30 @@ class NamesrvLookup:
             "running (`sparkmq namesrv`) and is the 'namesrv' option right "
             "(host:port, several ';'-separated)?"
         )
+
+    def _ask(self, path: str, topic: str | None) -> tuple[dict[str, Any] | None, float | None, list[str]]:
+        """One pass over the NameServers: (answer or None, the uptime of who answered or said "not
+        found" (GRACE_S when it did not say), errors); uptime None when nobody answered either way."""
+        errors: list[str] = []
+        young: float | None = None
+        for base in self._addrs:
+            try:
+                resp = self._http.request("GET", base + path)
+            except (ConnectFailed, TransportFailed) as exc:
+                errors.append(f"{base}: {exc}")
+                continue
+            if resp.status_code == 200:
+                return dict(orjson.loads(resp.content)), _uptime(resp.headers), errors
+            if resp.status_code == 404 and topic is not None:
+                young = max(young or 0.0, _uptime(resp.headers))
+                continue
+            errors.append(f"{base}: HTTP {resp.status_code} {resp.text[:200]}")
+        return None, young, errors
+
+
+def _uptime(headers: Any) -> float:
+    """The answering NameServer's uptime; GRACE_S (old enough to trust) when it does not say."""
+    try:
+        return float(headers.get("X-Namesrv-Uptime-S") or GRACE_S)
+    except (TypeError, ValueError):
+        return GRACE_S

@@ -12,7 +12,11 @@ broker and queue whether the Spark sink or the client sends it::
 
 ``live`` are the slots of brokers not known to be down (all slots when none
 is); a key always hashes over every slot, so it keeps its broker and queue
-while that broker is down (and its rows fail) instead of moving. The slot's
+while that broker is down (and its rows fail) instead of moving.  The slots
+include broker names whose master is gone while a slave is still routed:
+the NameServer dropping a dead master must not shift every key to the other
+brokers (rows with a key for such a broker wait for its master, bounded,
+then fail naming it). The slot's
 queue id is sent as the row's ``queue_id`` unless the row has one. Rows with
 neither a key nor a ``queue_id`` are *free*: a send that cannot reach their
 broker may be retried on another one.
@@ -133,10 +137,11 @@ class TopicRouter:
         self._namesrv = namesrv
         self._routes: dict[str, list[BrokerRoute]] = {}
 
-    def writable(self, topic: str) -> list[BrokerRoute]:
-        if topic not in self._routes:
-            routes = [r for r in self._lookup.route(topic).values() if r.writable]
-            if not routes:
+    def writable(self, topic: str, refresh: bool = False) -> list[BrokerRoute]:
+        """Broker names with write queues for ``topic``, with or without a live master (keys hash over all)."""
+        if topic not in self._routes or refresh:
+            routes = [r for r in self._lookup.route(topic).values() if r.write_queues > 0]
+            if not any(r.writable for r in routes):
                 raise SinkError(
                     f"no broker takes writes for topic {topic!r} according to the "
                     f"NameServer(s) {list(self._namesrv)} (every route is read-only, or "

@@ -22,6 +22,7 @@ Brokers that failed are avoided for free rows by the task's later chunks
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -34,11 +35,12 @@ from .errors import BrokerUnavailableError, SinkError, SparkMQError
 from .health import BrokerHealth
 from .namesrv import BrokerRoute
 from .options import ClientConfig, WriterOptions
-from .routing import TopicRouter, free_rows, place
+from .routing import Placement, TopicRouter, free_rows, place
 
 __all__ = ["SinkCommitMessage", "TaskSender", "produce_tables", "write_task"]
 
 log = logging.getLogger("sparkmq.streaming")
+_MASTER_POLL_S = 0.25
 
 
 @dataclass
@@ -91,8 +93,10 @@ class TaskSender:
             self.send("", topic, table)
             return
         brokers = self.router.writable(topic)
-        down = frozenset(r.name for r in brokers if not self.health.available(r.address))
+        down = frozenset(r.name for r in brokers if not r.has_master or not self.health.available(r.address))
         for name, p in place(table, brokers, seed, down).items():
+            if not p.route.has_master:  # only keyed rows (or rows with a queue_id) are placed here
+                p = self._await_master(topic, name, p)
             self.names[p.route.address] = name
             try:
                 self.send(p.route.address, topic, p.body(table))
@@ -100,6 +104,22 @@ class TaskSender:
                 self._check_movable(p.route, topic, table.take(pa.array(p.rows)), exc)
                 rest = table.take(pa.array(p.rows))
                 self._send_elsewhere(topic, rest, brokers, seed, {name}, exc)
+
+    def _await_master(self, topic: str, name: str, p: Placement) -> Placement:
+        """``p`` sent to ``name``'s new (or returning) master; SinkError naming it after the timeout."""
+        assert self.router is not None
+        deadline = time.monotonic() + self._opts.client.timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(_MASTER_POLL_S)
+            route = next((r for r in self.router.writable(topic, refresh=True) if r.name == name), None)
+            if route is not None and route.has_master:
+                return Placement(route, p.rows, p.queues)
+        raise SinkError(
+            f"broker {name!r} has no live master for {self._opts.client.timeout_s:g} s and "
+            f"{len(p.rows)} row(s) for topic {topic!r} must go to it: rows with a key keep "
+            "per-key order on their broker name, so they are not sent to another one. The task "
+            "fails and Spark retries it; the query resumes from its checkpoint"
+        )
 
     def _check_movable(self, route: BrokerRoute, topic: str, rows: pa.Table,
                        exc: BrokerUnavailableError) -> None:
@@ -123,7 +143,7 @@ class TaskSender:
     def _send_elsewhere(self, topic: str, rows: pa.Table, brokers: list[BrokerRoute],
                         seed: int, tried: set[str], exc: BrokerUnavailableError) -> None:
         """Free rows whose broker failed: the other brokers, at most sendRetries of them."""
-        others = [r for r in brokers if r.name not in tried]
+        others = [r for r in brokers if r.name not in tried and r.has_master]
         if len(tried) > self._opts.send_retries or not others:
             raise SinkError(
                 f"no broker took {rows.num_rows} row(s) for topic {topic!r} after trying "

@@ -35,24 +35,31 @@ from typing import Any
 
 import httpx
 
-from ..errors import BadRequestError, BrokerError, GroupNotFoundError, TopicNotFoundError
 from ..cluster.namesrv_client import NamesrvClient
-from ..errors import NamesrvAddressError, NamesrvUnavailableError, TopicRouteNotFoundError
+from ..errors import (
+    BadRequestError,
+    BrokerError,
+    GroupNotFoundError,
+    NamesrvAddressError,
+    NamesrvUnavailableError,
+    TopicNotFoundError,
+)
 from ..settings.addresses import normalize_url
 from .auth import http_options
+from .lookup import LookupMixin
 from .pop import PopMixin
 from .results import (
     BrokerUnreachableError,
     PullResult,
     QueueInfo,
-    SendError,
     SendResult,
     busy_delay,
     error_from_answer,
     unreachable_error,
 )
-from .routing import FaultTracker, Route, id_host, parse_route, urls_by_host
-from .sender import send_routed
+from .routes import RouteCache
+from .routing import FaultTracker, Route
+from .sender import SendPlan, first_key, send_routed
 from .tables import TablesMixin
 
 __all__ = ["MessageLike", "SparkMQClient", "Unreachable"]
@@ -72,17 +79,21 @@ def _wire_message(m: MessageLike) -> dict[str, Any]:
     return dict(m)
 
 
-class SparkMQClient(PopMixin, TablesMixin):
+class SparkMQClient(LookupMixin, PopMixin, TablesMixin):
     """Produce, pull, POP (client/pop.py), offsets and topics against one broker or a NameServer-routed cluster."""
 
     def __init__(self, endpoint: str | None = None, *, namesrv: str | Iterable[str] | None = None,
                  timeout_s: float = 35.0, route_ttl_s: float = 5.0, send_retries: int = 2,
-                 backoff_max_s: float = 60.0, busy_retries: int = 3, token: str | None = None,
-                 user: str | None = None, secret: str | None = None, ca_file: str | None = None) -> None:
+                 backoff_max_s: float = 1.0, busy_retries: int = 3, token: str | None = None,
+                 user: str | None = None, secret: str | None = None, ca_file: str | None = None,
+                 send_timeout_s: float = 3.0, keyed_failover: str = "wait", namesrv_grace_s: float = 60.0) -> None:
         if (endpoint is None) == (namesrv is None):
             raise BadRequestError("give exactly one of endpoint= (a broker URL) or namesrv= (host:port;...)")
-        if send_retries < 0 or busy_retries < 0:
-            raise BadRequestError(f"send_retries and busy_retries must be >= 0, got {send_retries}, {busy_retries}")
+        if send_retries < 0 or busy_retries < 0 or send_timeout_s < 0:
+            raise BadRequestError(f"send_retries, busy_retries and send_timeout_s must be >= 0, got {send_retries}, "
+                                  f"{busy_retries}, {send_timeout_s}")
+        if keyed_failover not in ("wait", "move"):
+            raise BadRequestError(f"keyed_failover is 'wait' or 'move', not {keyed_failover!r}")
         try:
             options = http_options(token, user, secret, ca_file)  # bearer token or HMAC; the CA to trust
             self.endpoint = normalize_url(endpoint) if endpoint is not None else None
@@ -91,14 +102,14 @@ class SparkMQClient(PopMixin, TablesMixin):
         except (NamesrvAddressError, ValueError, OSError) as exc:
             raise BadRequestError(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}") from exc
         self._http = httpx.Client(timeout=timeout_s, **options)
-        self._route_ttl_s = route_ttl_s
-        self._routes: dict[str, Route] = {}
+        self._cache = RouteCache(self._namesrv, route_ttl_s, namesrv_grace_s) if self._namesrv else None
+        self._send_timeout_s, self._move_keys = send_timeout_s, keyed_failover == "move"
         self._endpoint_name: str | None = None
         self._rr = itertools.count()
         self._send_retries = send_retries
         self._busy_retries = busy_retries
         self.busy_retried = 0  # how many times a busy answer (429/503 with Retry-After) was waited out
-        self.faults = FaultTracker(max_s=backoff_max_s)
+        self.faults = FaultTracker(base_s=min(0.25, backoff_max_s), max_s=backoff_max_s)
 
     def close(self) -> None:
         self._http.close()
@@ -139,25 +150,8 @@ class SparkMQClient(PopMixin, TablesMixin):
         return self._namesrv is not None
 
     def _route(self, topic: str, refresh: bool = False) -> Route:
-        assert self._namesrv is not None
-        cached = self._routes.get(topic)
-        if cached is not None and not refresh and time.monotonic() - cached.fetched < self._route_ttl_s:
-            return cached
-        try:
-            raw = self._namesrv.route(topic)
-        except TopicRouteNotFoundError as exc:
-            self._routes.pop(topic, None)
-            raise TopicNotFoundError(
-                f"{exc.message}; create it with SparkMQClient.create_topic or `sparkmq topic create {topic} "
-                "--namesrv ...`") from exc
-        except NamesrvUnavailableError as exc:
-            if cached is not None:  # keep serving from the last route while the NameServers are away
-                log.warning("using the cached route of %r: %s", topic, exc.message)
-                return cached
-            raise BrokerUnreachableError(f"no NameServer answered: {exc.message}") from exc
-        route = parse_route(raw)
-        self._routes[topic] = route
-        return route
+        assert self._cache is not None
+        return self._cache.route(topic, refresh)
 
     def _endpoint_broker(self) -> str:
         if self._endpoint_name is None:
@@ -235,16 +229,32 @@ class SparkMQClient(PopMixin, TablesMixin):
         if self._namesrv is None:
             return self._send(self._endpoint_broker(), str(self.endpoint), topic, wire)
         route = self._route(topic)
-        if not route.slots():
+        assert self._cache is not None
+        self._cache.known.learn(topic, route)
+        if not self._cache.known.names(topic) or (not route.slots() and any(first_key(m) is None for m in wire)):
             raise TopicNotFoundError(f"no live master broker can write topic {topic!r} (check perm and "
                                      "GET /v1/cluster on the NameServer)")
-        return send_routed(lambda b, url, part: self._send(b, url, topic, part), route, self.faults, wire,
-                           self._rr, self._send_retries)
+        plan = SendPlan(lambda b, url, part: self._send(b, url, topic, part), lambda r: self._route(topic, r),
+                        self._probe, self.faults, self._cache.known, topic, self._rr, self._send_retries,
+                        self._send_timeout_s, self._move_keys)
+        return send_routed(plan, wire)
 
     def _send(self, broker: str, url: str, topic: str, wire: list[dict[str, Any]]) -> list[SendResult]:
         answer = self._call("POST", f"{url}/v1/topics/{topic}/messages", broker, json={"messages": wire})
-        status = str(answer.get("status", "SEND_OK"))
-        return [SendResult(broker, r["msg_id"], r["queue_id"], r["queue_offset"], status) for r in answer["results"]]
+        try:
+            status = str(answer.get("status", "SEND_OK"))
+            return [SendResult(broker, r["msg_id"], r["queue_id"], r["queue_offset"], status)
+                    for r in answer["results"]]
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise BrokerError(f"broker {broker!r} at {url} answered a produce with an unexpected body "
+                              f"({type(exc).__name__}: {exc}); the messages may be stored") from exc
+
+    def _probe(self, url: str) -> bool:
+        """Does the broker at ``url`` answer ``GET /healthz`` within a second (no retry, no back-off)?"""
+        try:
+            return self._http.get(f"{url}/healthz", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     # -- pull and queues ---------------------------------------------------------
 
@@ -289,23 +299,6 @@ class SparkMQClient(PopMixin, TablesMixin):
             out.extend(QueueInfo(name, q["queue_id"], q["min_offset"], q["max_offset"]) for q in answer
                        if limits is None or q["queue_id"] < limits[name])
         return out
-
-    def message(self, msg_id: str) -> dict[str, Any]:
-        """The message with id ``msg_id``, from the broker that stored it (its address is in the id)."""
-        host = id_host(msg_id)
-        candidates = self._brokers_by_host().get(host) if self._namesrv is not None else None
-        urls = candidates or ([str(self.endpoint)] if self.endpoint else [f"http://{host}"])
-        _, answer = self._read(host, urls, lambda u: self._call("GET", f"{u}/v1/messages/{msg_id}"))
-        return dict(answer)
-
-    def _brokers_by_host(self) -> dict[str, list[str]]:
-        """"ip:port" of every live broker the NameServers know -> its URLs (itself first, then its slaves)."""
-        assert self._namesrv is not None
-        try:
-            info = self._namesrv.cluster()
-        except NamesrvUnavailableError as exc:
-            raise BrokerUnreachableError(f"no NameServer answered: {exc.message}") from exc
-        return urls_by_host(info["brokers"])
 
     # -- consumer offsets --------------------------------------------------------
 
@@ -369,7 +362,8 @@ class SparkMQClient(PopMixin, TablesMixin):
         targets = self.brokers(name)
         for url in targets.values():
             self._call("DELETE", f"{url}/v1/topics/{name}")
-        self._routes.pop(name, None)
+        if self._cache is not None:
+            self._cache.forget(name)
         return sorted(targets)
 
     def topics(self) -> dict[str, list[dict[str, Any]]]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..errors import BadRequestError, BrokerError
-from .routing import id_host, urls_by_host
+from .routing import id_host
 
 if TYPE_CHECKING:
     from ..cluster.namesrv_client import NamesrvClient

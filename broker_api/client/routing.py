@@ -10,7 +10,11 @@ does not answer)::
 :class:`FaultTracker` is RocketMQ's latency-fault idea for an HTTP client:
 an address that failed is avoided for a back-off that doubles while it
 keeps failing (``base_s``, ``2*base_s``, ... up to ``max_s``), then tried
-again; one success clears it.
+again; one success clears it.  Only real failures count: a send refused
+because its address is in its back-off is no failure of the address
+(otherwise steady traffic keeps a recovered broker in back-off forever).
+The exponent is capped (no overflow) and a reason is kept short (an
+error message that quotes it never nests earlier ones).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from ..errors import BadRequestError
 
-__all__ = ["FaultTracker", "Route", "id_host", "parse_route", "urls_by_host"]
+__all__ = ["FaultTracker", "Route", "id_host", "parse_route", "short_reason", "urls_by_host"]
 
 MASTER = 0
 
@@ -64,6 +68,15 @@ def parse_route(raw: Mapping[str, Any], fetched: float | None = None) -> Route:
     return Route(addresses, writes, reads, time.monotonic() if fetched is None else fetched)
 
 
+_MAX_EXPONENT = 30
+_REASON_CHARS = 300
+
+
+def short_reason(text: str) -> str:
+    """``text`` cut to a bounded length (reasons are quoted in later error messages)."""
+    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
+
+
 @dataclass(slots=True)
 class _Fault:
     failures: int
@@ -88,14 +101,25 @@ class FaultTracker:
         with self._lock:
             fault = self._faults.get(url)
             failures = 1 if fault is None else fault.failures + 1
-            backoff = min(self.max_s, self.base_s * 2 ** (failures - 1))
+            backoff = min(self.max_s, self.base_s * 2 ** min(failures - 1, _MAX_EXPONENT))
             since = now if fault is None else fault.since
-            self._faults[url] = _Fault(failures, since, now + backoff, reason)
+            self._faults[url] = _Fault(failures, since, now + backoff, short_reason(reason))
         return backoff
 
     def succeeded(self, url: str) -> None:
         with self._lock:
             self._faults.pop(url, None)
+
+    def in_fault(self, url: str) -> bool:
+        """True while ``url`` has failed and not answered since (in its back-off or past it)."""
+        with self._lock:
+            return url in self._faults
+
+    def failures(self, url: str) -> int:
+        """Real failures in the current run (0 when healthy)."""
+        with self._lock:
+            fault = self._faults.get(url)
+        return 0 if fault is None else fault.failures
 
     def available(self, url: str) -> bool:
         """False while ``url`` is in its back-off."""

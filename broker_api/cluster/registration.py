@@ -7,8 +7,13 @@ data version the question itself is the heartbeat and no body is sent;
 otherwise the full body (identity, topics, data version, crc32) follows.
 ``register_now()`` pushes the full body at once (after a topic change).
 
-A NameServer that is down is logged once per outage and tried again next
-round; it never blocks the broker.  ``stop()`` unregisters, best effort.
+Between rounds the registrar probes every NameServer cheaply once a second
+(``GET /healthz``): a NameServer that was down and answers again, or that
+answers with a new start time (``X-Namesrv-Started-Ms``: it restarted, its
+tables are empty), gets the full registration at once, so routes come back
+within a second of a NameServer answering.  A NameServer that is down is
+logged once per outage; it never blocks the broker.  ``stop()``
+unregisters, best effort.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from store.service_thread import ServiceThread
 
 from ..errors import NamesrvRejectedError
 from ..settings.addresses import normalize_url, parse_namesrv_addrs
+from .namesrv_client import started_ms
 from .wire import DataVersion, body_crc32
 
 __all__ = [
@@ -40,7 +46,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("sparkmq.registration")
-_FIRST_RETRY_S = 1.0
+_PROBE_S = 1.0  # how often a NameServer is asked whether it is up and since when
 
 TopicsProvider = Callable[[], dict[str, dict[str, Any]]]
 
@@ -93,10 +99,15 @@ class NamesrvState:
     skipped_registrations: int = 0
     master_address: str | None = None
     ha_server_address: str | None = None
+    started_ms: int | None = None  # the NameServer's start time when it last took a registration
     http: httpx.Client | None = field(default=None, repr=False)
 
     def view(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "http"}
+
+    def needs_register(self, started: int | None) -> bool:
+        """An answer to a probe: True when this NameServer was down or restarted since it last took us."""
+        return self.up is False or (started is not None and started != self.started_ms)
 
 
 class NamesrvRegistrar:
@@ -177,22 +188,35 @@ class NamesrvRegistrar:
     # -- rounds ------------------------------------------------------------
 
     def _run(self) -> None:
-        # A NameServer that is down (e.g. started at the same time as the broker) is retried
-        # after 1 s, 2 s, 4 s, ... up to the registration interval, not only every interval.
-        retry_s = _FIRST_RETRY_S / 2
+        # A full round every interval; in between a probe each second, so a NameServer that was down
+        # or restarted is registered with within a second of answering (not after a growing back-off).
+        next_round = 0.0
         while True:
             self._wake.clear()  # before reading the flags, so no wake-up is lost
             if self._worker.stopping.is_set():
                 return
             with self._lock:
                 force, self._force = self._force, False
-            try:
-                failed = None in self._round(force).values()
-            except Exception:  # a bug in a provider must not end registration
-                log.exception("NameServer registration round failed; retrying in %.1fs", self._interval_s)
-                failed = False
-            retry_s = min(retry_s * 2, self._interval_s) if failed else _FIRST_RETRY_S / 2
-            self._wake.wait(min(retry_s, self._interval_s) if failed else self._interval_s)
+            if force or time.monotonic() >= next_round or self._probe():
+                try:
+                    self._round(force or time.monotonic() < next_round)
+                except Exception:  # a bug in a provider must not end registration
+                    log.exception("NameServer registration round failed; trying again in %.1fs", _PROBE_S)
+                next_round = time.monotonic() + self._interval_s
+            self._wake.wait(min(_PROBE_S, self._interval_s))
+
+    def _probe(self) -> bool:
+        """True when some NameServer answers ``/healthz`` after being down, or with a new start time."""
+        return any(self._each(self._probe_one).values())
+
+    def _probe_one(self, st: NamesrvState) -> bool | None:
+        assert st.http is not None
+        try:
+            resp = st.http.get(st.address + "/healthz", timeout=min(self._timeout_s, _PROBE_S))
+        except httpx.HTTPError:
+            return False
+        with self._lock:
+            return resp.status_code == 200 and st.needs_register(started_ms(resp))
 
     def _round(self, force: bool) -> dict[str, bool | None]:
         version = self._version().to_dict()  # read before topics: a racing change bumps it again
@@ -242,7 +266,7 @@ class NamesrvRegistrar:
         resp = st.http.post(st.address + path, json=body)
         if resp.status_code != 200:
             raise NamesrvRejectedError(f"HTTP {resp.status_code}: {resp.text[:300]}")
-        return dict(resp.json())
+        return {**resp.json(), "_started_ms": started_ms(resp)}
 
     # -- state -------------------------------------------------------------
 
@@ -250,6 +274,8 @@ class NamesrvRegistrar:
         with self._lock:
             came_back = st.up is False
             st.up, st.last_ok_ms, st.last_error = True, int(time.time() * 1000), None
+            if result is not None and full:
+                st.started_ms = result.get("_started_ms")
             if full:
                 st.full_registrations += 1
                 assert result is not None
@@ -266,8 +292,8 @@ class NamesrvRegistrar:
             first = st.up is not False or st.last_error != message
             st.up, st.last_error = False, message
         if first:  # once per outage (or when the reason changes), not every round
-            log.warning("cannot register %s with NameServer %s (%s); retrying every %.0fs",
-                        self.identity.broker_name, st.address, message, self._interval_s)
+            log.warning("cannot register %s with NameServer %s (%s); asking it every %.0fs and registering "
+                        "as soon as it answers", self.identity.broker_name, st.address, message, _PROBE_S)
 
     def _open(self) -> None:
         timeout = httpx.Timeout(self._timeout_s)

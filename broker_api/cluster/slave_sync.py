@@ -8,6 +8,13 @@ also runs as soon as replication (re)connects, and when replicated data names
 a topic the slave does not know yet (a topic the master auto-created), so a
 new topic is readable on the slave within moments, not a whole interval.
 
+Between full syncs the slave asks the master's topic list (``GET
+/v1/topics``, small) every half second and syncs at once when it differs,
+so a topic created on the master is known to the slave within a second.
+Replicated data for a queue beyond a topic's queue count (a slave with no
+master HTTP address adopts topics from the data it replicated) grows that
+count: the slave serves every queue it holds data for.
+
 It copies only while the HA link is up and not refused: a slave pointed at
 the wrong master never takes that master's topics.  Without a master HTTP
 address (``[ha] master_url`` or a NameServer) it has nothing to ask and
@@ -16,6 +23,7 @@ says so once in the log.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -25,14 +33,16 @@ import httpx
 
 from store.service_thread import ServiceThread
 
+from ..errors import TopicNotFoundError
 from ..model.groups import GroupManager
-from .replication import Replication
 from ..model.topics import TopicConfig, TopicManager
+from .replication import Replication
 
 __all__ = ["SlaveSyncService"]
 
 log = logging.getLogger(__name__)
-_TICK_S = 0.5
+_TICK_S = 0.25
+_TOPICS_POLL_S = 0.5
 _TIMEOUT_S = 5.0
 
 
@@ -64,25 +74,62 @@ class SlaveSyncService:
         """End the thread (an HTTP call in flight ends within its timeout); safe twice."""
         self._worker.stop()
 
-    def _on_arrival(self, topic: str, _queue_id: int, _max_offset: int) -> None:
+    def _on_arrival(self, topic: str, queue_id: int, _max_offset: int) -> None:
         if not self._topics.exists(topic):
             self._wake.set()
+            return
+        try:
+            if queue_id >= self._topics.get(topic).queues:
+                self._wake.set()
+        except TopicNotFoundError:
+            pass  # a system topic: not served to clients
 
     def _run(self) -> None:
-        was_connected, next_due = False, 0.0
+        was_connected, next_due, next_poll = False, 0.0, 0.0
         while not self._worker.stopping.is_set():
             client = self._replication.client
             connected = client is not None and client.connected and client.error is None
             now = time.monotonic()
             woken = self._wake.is_set()
             self._wake.clear()
-            if connected and (not was_connected or woken or now >= next_due):
+            polled = connected and now >= next_poll and self._master_topics_differ()
+            if connected and (not was_connected or woken or polled or now >= next_due):
                 self.sync_now()
                 next_due = time.monotonic() + self._interval_s
-            if woken:  # replicated data of a topic the master's metadata did not bring (yet): serve it
-                self._topics.adopt_store_topics(self._store)
+            if connected and now >= next_poll:
+                next_poll = now + _TOPICS_POLL_S
+            if woken:  # replicated data of a topic (or queue) the master's metadata did not bring: serve it
+                self._adopt_replicated()
             was_connected = connected
             self._wake.wait(_TICK_S)
+
+    def _adopt_replicated(self) -> None:
+        """Serve every (topic, queue) the slave holds replicated data for."""
+        self._topics.adopt_store_topics(self._store)
+        grown = []
+        stored = self._store.topics()
+        for cfg in self._topics.list():
+            held = stored.get(cfg.name) or []
+            if held and max(held) + 1 > cfg.queues:
+                grown.append(dataclasses.replace(cfg, queues=max(held) + 1))
+        if grown:
+            self._topics.replace_all(grown, self._store, drop=False)
+            log.info("slave: queue counts grown to the replicated data: %s",
+                     {c.name: c.queues for c in grown})
+
+    def _master_topics_differ(self) -> bool:
+        """Does the master list other topics (or queue counts, perms) than this slave has? False if unknown."""
+        url = self._replication.master_url
+        if url is None:
+            return False
+        try:
+            with httpx.Client(timeout=_TIMEOUT_S, **self._http_options) as http:
+                resp = http.get(f"{url}/v1/topics")
+            resp.raise_for_status()
+            theirs = {(str(t["name"]), int(t["queues"]), str(t["perm"])) for t in resp.json()}
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return False  # the next full sync reports it
+        return theirs != {(c.name, c.queues, c.perm) for c in self._topics.list()}
 
     def sync_now(self) -> bool:
         """Copy the master's metadata now; False (and ``last_error``) when the master did not answer."""

@@ -6,6 +6,7 @@
     GET  /v1/routes/{topic}              brokers and queues serving a topic
     GET  /v1/topics                      topic -> broker names
     GET  /v1/cluster                     clusters, brokers, roles, heartbeats
+    GET  /v1/namesrv                     this NameServer's start time and uptime
     GET  /healthz
     GET  /console                        the web console's cluster view (broker_api/http/console.py)
 
@@ -13,6 +14,11 @@ With ``auth_enabled`` every route but ``/healthz`` needs an authenticated
 user (:mod:`broker_api.http.auth`), and the three broker routes need
 ``Cluster:<cluster of the body>`` Admin: a broker registers with its
 ``[auth] token``.
+
+Every answer carries ``X-Namesrv-Started-Ms`` and ``X-Namesrv-Uptime-S``: a
+client that gets "not found" from a NameServer that just restarted (its
+tables are empty until brokers re-register) keeps its cached route, and a
+broker that sees a new start time registers again at once.
 """
 
 from __future__ import annotations
@@ -76,7 +82,22 @@ def create_namesrv_app(settings: NamesrvSettings, table: RouteTable | None = Non
     app.state.controller = controller
     mount_controller(app, controller)  # /v1/controller/... (namesrv/controller_routes.py)
     app.include_router(console_router("namesrv"))
+    _start_time(app, routes)
     return app
+
+
+def _start_time(app: FastAPI, routes: RouteTable) -> None:
+    @app.middleware("http")
+    async def started_headers(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        response.headers["X-Namesrv-Started-Ms"] = str(routes.started_ms)
+        response.headers["X-Namesrv-Uptime-S"] = f"{routes.uptime_s():.3f}"
+        return response
+
+    @app.get("/v1/namesrv")
+    async def namesrv_info() -> dict[str, Any]:
+        """This NameServer's start time (ms since the epoch) and uptime: young means its routes may be partial."""
+        return {"started_ms": routes.started_ms, "uptime_s": round(routes.uptime_s(), 3)}
 
 
 def _broker_routes(app: FastAPI, routes: RouteTable) -> None:

@@ -177,3 +177,32 @@ def test_spark_reads_through_the_endpoint_list_when_the_first_address_is_down(
           .option("subscribe", "halist").load())
     assert sorted(bytes(r[0]) for r in df.select("value").collect()) == sorted(
         f"halist-{i}".encode() for i in range(6))
+
+
+def test_sink_keys_of_a_masterless_broker_wait_then_fail_naming_it_instead_of_moving(
+        broker_factory: Any, tmp_path: Any) -> None:
+    """The NameServer still routes broker-b by its slave (its master is gone): keys keep hashing onto it."""
+    from streaming.sending import TaskSender
+    from tests.namesrv.support import NamesrvProcess, free_port, register_body
+
+    namesrv = NamesrvProcess(free_port(), tmp_path / "namesrv.log").start()
+    try:
+        addr = namesrv.url.removeprefix("http://")
+        a = broker_factory(env={**NO_MIRROR, "SPARKMQ_BROKER__NAMESRV_ADDR": addr, "SPARKMQ_BROKER__NAME": "a"})
+        create_topic(a.url, "pinned", queues=2)
+        # broker-b: only its slave is registered (the master died and was dropped)
+        assert namesrv.post("/v1/brokers/register", register_body("b", {"pinned": 2}, broker_id=1,
+                                                                   port=free_port())).status_code == 200
+        opts = parse_writer({"namesrv": addr, "topic": "pinned", "requestTimeoutMs": "1000"})
+        sender = TaskSender(opts)
+        keys = [[f"k{i}"] for i in range(20)]
+        table = pa.table({"body": [b"x"] * 20, "keys": pa.array(keys, pa.list_(pa.string()))})
+        routes = sender.router.writable("pinned")  # type: ignore[union-attr]
+        placed = place(table, routes, seed=0)
+        assert sorted(placed) == ["a", "b"]  # b's keys stay b's while it has no master
+        with pytest.raises(streaming.errors.SinkError, match="broker 'b' has no live master"):
+            sender.send_topic("pinned", table, seed=0)
+        sender.rollback()
+        sender.close()
+    finally:
+        namesrv.stop()
