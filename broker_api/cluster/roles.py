@@ -15,9 +15,13 @@ broker id.  :class:`ControllerReplication` replaces the classic
   file); a master told of a newer master is fenced and, when its log is a
   prefix of the new master's, becomes its slave in place.
 * fencing: a master refuses writes (503 ``master_fenced``) when a newer epoch
-  exists, when it has not heard from the controller for its lease (the
-  controller's master timeout minus one heartbeat: it stops before anyone can
-  be elected), and when its in-sync set is smaller than ``min_in_sync_replicas``.
+  exists and when its in-sync set is smaller than ``min_in_sync_replicas``.
+  An async_master also stops when it has not heard from the controller for
+  its lease (the controller's master timeout minus one heartbeat: it stops
+  before anyone can be elected).  A sync_master needs no lease: its in-sync
+  set changes only through the controller, so a master cut off from it keeps
+  waiting for its old slaves (FLUSH_SLAVE_TIMEOUT, never SEND_OK) and a
+  controller restart costs no write.
 * the in-sync set: the master keeps it by its HA connections (a slave caught
   up joins, one silent or more than ``max_time_slave_not_catchup_s`` behind
   leaves) through the controller, which fences stale changes; while an expand
@@ -97,7 +101,7 @@ class ControllerReplication(Replication):
             return self.fenced
         lease = max(0.5, float(self.answer.get("master_timeout_s", 3.0)) - self._interval)
         silent = time.monotonic() - self._last_ok
-        if silent > lease:
+        if self.flavour == "async_master" and silent > lease:
             return (f"this master has not reached its controller for {silent:.1f} s (lease {lease:.1f} s): "
                     "another broker may have been elected")
         return self.in_sync.refusal()

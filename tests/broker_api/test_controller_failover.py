@@ -147,3 +147,37 @@ def test_old_async_master_rejoins_and_cuts_only_its_unreplicated_tail(
     on_old = bodies_on(master.url)
     assert early <= on_old and "new-epoch" in on_old
     assert httpx.get(master.url + "/v1/broker", timeout=5).json()["ha"]["controller"]["epochs"][-1][0] == 2
+
+
+def test_a_controller_restart_under_sync_writes_fails_no_send_and_changes_no_role(
+        broker_factory: Callable[..., Any], controller: NamesrvProcess) -> None:
+    master, slave = start_group(broker_factory, controller, "sync_master")
+    before = group(controller)
+    statuses: list[str | None] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set() and n < 100_000:
+            statuses.append(send(master.url, [f"w{n}"]))
+            n += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        wait_for(lambda: len(statuses) >= 20, 30, "writes before the restart")
+        assert controller.proc is not None
+        controller.proc.kill()  # SIGKILL: the state file is all that is left
+        controller.proc.wait(10)
+        controller.start()
+        wait_for(lambda: group(controller)["replicas"][0]["silent_s"] < 1.5, 20, "heartbeats to come back")
+        time.sleep(MASTER_TIMEOUT_S + 1)  # long enough for a wrong election to happen
+        n_after = len(statuses)
+        wait_for(lambda: len(statuses) >= n_after + 20, 30, "writes after the restart")
+    finally:
+        stop.set()
+        t.join(10)
+    after = group(controller)
+    keys = ("master", "master_epoch", "sync_state_set", "epochs")
+    assert {k: after[k] for k in keys} == {k: before[k] for k in keys}
+    assert set(statuses) == {"SEND_OK"}, {s: statuses.count(s) for s in set(statuses)}
