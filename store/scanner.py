@@ -213,13 +213,13 @@ def _crc_ok(buf: bytes, h: _Headers) -> np.ndarray:
     vals, formed = wcrc.values(u8, ends)
     sealed = h.ulen != h.plen
     if sealed.all():
-        return formed & wcrc.matches(u8, h.st, h.total, vals)  # type: ignore[no-any-return]
+        return formed & wcrc.matches(u8, h.st, h.total, vals, _arithmetic_runs(h.st, 64))  # type: ignore[no-any-return]
     ok = ~formed  # an unflagged record must not end with a WCRC pair
     old = np.flatnonzero(~sealed)
     ok[old] &= _body_crc_ok(buf, h.take(old))
     new = np.flatnonzero(sealed)
     if len(new):
-        ok[new] = formed[new] & wcrc.matches(u8, h.st[new], h.total[new], vals[new])
+        ok[new] = formed[new] & wcrc.matches(u8, h.st[new], h.total[new], vals[new], _arithmetic_runs(h.st[new], 64))
     return ok
 
 

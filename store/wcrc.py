@@ -79,21 +79,25 @@ def values(u8: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return vals, ok
 
 
-def matches(u8: np.ndarray, st: np.ndarray, total: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Whether ``crc32(record[0:total-9])`` equals ``want`` for each record: one zlib call per run of
-    equal records at equal distance (:func:`.crc_fold.run_ok`), one per record elsewhere."""
+def matches(u8: np.ndarray, st: np.ndarray, total: np.ndarray, want: np.ndarray,
+            runs: list[tuple[int, int]]) -> np.ndarray:
+    """Whether ``crc32(record[0:total-9])`` equals ``want`` for each record: one zlib call per run
+    (``runs``: [lo, hi) of records at equal distance) of equal records (:func:`.crc_fold.run_ok`),
+    one per record elsewhere and where a run fails."""
     n = len(st)
     ok, todo = np.zeros(n, bool), np.ones(n, bool)
-    if n >= 64 and (total == total[0]).all() and (np.diff(st) == total[0]).all():
-        length = int(total[0]) - 9
-        if run_ok(u8, int(st[0]), int(total[0]), n, length, want):
-            return np.ones(n, bool)
+    for lo, hi in runs:
+        size = int(total[lo])
+        if (total[lo:hi] == size).all() and int(st[lo + 1] - st[lo]) == size and \
+                run_ok(u8, int(st[lo]), size, hi - lo, size - 9, want[lo:hi]):
+            ok[lo:hi], todo[lo:hi] = True, False
     rows = np.flatnonzero(todo)
-    with memoryview(u8) as mv:
-        got = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, st[rows].tolist(),
-                                                              (st[rows] + total[rows] - 9).tolist()))),
-                          np.uint32, len(rows))
-    ok[rows] = got == want[rows]
+    if len(rows):
+        with memoryview(u8) as mv:
+            got = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, st[rows].tolist(),
+                                                                  (st[rows] + total[rows] - 9).tolist()))),
+                              np.uint32, len(rows))
+        ok[rows] = got == want[rows]
     return ok
 
 
