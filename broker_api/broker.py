@@ -137,14 +137,20 @@ class Broker:
     def _role_changed(self, role: str, broker_id: int) -> None:
         """Controller mode: the role or id changed in place; re-register and start or stop the role's services."""
         log.warning("role is now %s (broker id %d)", role, broker_id)
-        if self.replication.is_slave and self.slave_sync is None and self._loop is not None:
+        slave = self.replication.is_slave
+        if slave and self.slave_sync is None and self._loop is not None:
             self._start_slave_sync()
-        elif not self.replication.is_slave:
+            self.checkback.stop()
+            self.pop.stop()
+        elif not slave:
             if self.slave_sync is not None:
                 self.slave_sync.stop()
                 self.slave_sync = None
             self.checkback.start()
             self.pop.start()
+        if self.delay.delivering == slave:  # only a master delivers delayed messages
+            self.delay.stop()
+            self.delay.start(deliver=not slave)
         b, address = self.settings.broker, getattr(self, "_registered_as", None)
         if self.registrar is not None and address:  # the same address under its new id, no unregister in between
             self.registrar.identity = BrokerIdentity(b.cluster, b.name, max(broker_id, 0), address,
