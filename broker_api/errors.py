@@ -50,6 +50,7 @@ __all__ = [
     "BadCrcError",
     "TopicRouteNotFoundError",
     "BrokerNotRegisteredError",
+    "BrokerNameOwnedError",
     "NamesrvRejectedError",
     "NamesrvUnavailableError",
     "ControllerFencedError",
@@ -214,6 +215,10 @@ class TopicRouteNotFoundError(NamesrvError):
 
 class BrokerNotRegisteredError(NamesrvError):
     """Raised when unregistering a broker address the NameServer does not know."""
+
+
+class BrokerNameOwnedError(NamesrvError):
+    """Raised when a broker name or address that another cluster registered first is (un)registered."""
 
 
 class NamesrvRejectedError(NamesrvError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import (
     BadCrcError,
     BadRegistrationError,
+    BrokerNameOwnedError,
     BrokerNotRegisteredError,
     ControllerDisabledError,
     ControllerFencedError,
@@ -31,6 +32,7 @@ ERROR_TABLE: ErrorTable = {
     NamesrvAddressError: (400, "bad_address"),
     TopicRouteNotFoundError: (404, "topic_not_found"),
     BrokerNotRegisteredError: (404, "broker_not_found"),
+    BrokerNameOwnedError: (409, "broker_name_owned"),
     ControllerFencedError: (409, "controller_fenced"),
     ControllerGroupNotFoundError: (404, "broker_not_found"),
     ControllerDisabledError: (404, "controller_disabled"),

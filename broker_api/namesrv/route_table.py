@@ -15,15 +15,22 @@ cluster and its queue data from every topic.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BrokerNotRegisteredError, TopicRouteNotFoundError
+from ..errors import (
+    BrokerNameOwnedError,
+    BrokerNotRegisteredError,
+    TopicRouteNotFoundError,
+)
 from .models import BrokerRef, DataVersionBody, RegisterBody
 
-__all__ = ["RouteTable", "RegisterResult", "QueueData", "LiveInfo"]
+_log = logging.getLogger(__name__)
+
+__all__ = ["LiveInfo", "QueueData", "RegisterResult", "RouteTable"]
 
 MASTER_ID = 0
 
@@ -76,6 +83,9 @@ class RouteTable:
         self._brokers: dict[str, _BrokerName] = {}
         self._topics: dict[str, dict[str, QueueData]] = {}
         self._live: dict[str, LiveInfo] = {}
+        # broker name -> the cluster that registered it first; kept past expiry, released only when that
+        # cluster unregisters the name's last address (a clean stop), so a silent broker's name stays its own
+        self._owners: dict[str, str] = {}
         # when this NameServer started: after a restart its tables are empty until brokers re-register,
         # and clients keep their cached routes while it is young (client/routes.py)
         self.started_ms = _now_ms()
@@ -90,6 +100,7 @@ class RouteTable:
     def register(self, body: RegisterBody) -> RegisterResult:
         """Record a full registration; the master's topics replace its queue data."""
         with self._lock:
+            self._check_owner(body, claim=True)
             entry = self._join(body)
             old = self._live.get(body.address)
             if body.broker_id == MASTER_ID or MASTER_ID not in entry.addrs:
@@ -128,6 +139,7 @@ class RouteTable:
     def unregister(self, ref: BrokerRef) -> None:
         """Forget a broker address (clean shutdown); raises if it is unknown."""
         with self._lock:
+            self._check_owner(ref, claim=False)
             entry = self._brokers.get(ref.broker_name)
             known = entry is not None and entry.addrs.get(ref.broker_id) == ref.address
             if not known and ref.address not in self._live:
@@ -136,6 +148,8 @@ class RouteTable:
                 )
             live = self._live.get(ref.address)
             self._remove_address(ref.address, live.broker_name if live else ref.broker_name)
+            if ref.broker_name not in self._brokers:
+                self._owners.pop(ref.broker_name, None)  # its owner stopped it cleanly: the name is free
 
     def expire(self, timeout_s: float) -> list[LiveInfo]:
         """Drop addresses silent for more than ``timeout_s``; returns what was dropped."""
@@ -207,6 +221,25 @@ class RouteTable:
             return len(self._live)
 
     # -- internals (lock held) -------------------------------------------
+
+    def _check_owner(self, ref: BrokerRef, claim: bool) -> None:
+        """Raise BrokerNameOwnedError unless ``ref``'s cluster owns its broker name (``claim``: a free
+        name becomes its own) and its address."""
+        owner = self._owners.get(ref.broker_name, ref.cluster)
+        why = ""
+        if owner != ref.cluster:
+            why = f"broker name {ref.broker_name!r} belongs to cluster {owner!r}, which registered it first"
+        live = self._live.get(ref.address)
+        if not why and live is not None and live.cluster != ref.cluster:
+            why = f"address {ref.address} is registered by broker {live.broker_name!r} of cluster {live.cluster!r}"
+        if why:
+            _log.warning("NameServer: refused broker %r of cluster %r at %s: %s", ref.broker_name, ref.cluster,
+                         ref.address, why)
+            raise BrokerNameOwnedError(f"{why}; a broker of cluster {ref.cluster!r} may not register or "
+                                       "unregister it (pick another [broker] name, or stop the owner cleanly first)")
+        if claim:
+            self._owners[ref.broker_name] = owner
+
 
     def _join(self, body: RegisterBody) -> _BrokerName:
         """Put the address into the cluster and broker-name tables (one entry per address)."""

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from broker_api.namesrv import RouteTable, ScanService, TopicRouteNotFoundError
-from broker_api.namesrv.models import RegisterBody
+from broker_api.errors import BrokerNameOwnedError
+from broker_api.namesrv.models import BrokerRef, RegisterBody
 
 from .support import register_body, wait_until
 
@@ -29,6 +30,9 @@ def test_an_address_has_one_entry_when_a_slave_becomes_master() -> None:
 def test_a_broker_name_moving_cluster_leaves_the_old_one() -> None:
     table = RouteTable()
     _reg(table, "rt-b", {"t": 1}, port=3, cluster="old")
+    with pytest.raises(BrokerNameOwnedError):  # the name is the old cluster's until it unregisters it
+        _reg(table, "rt-b", {"t": 1}, port=3, cluster="new")
+    table.unregister(BrokerRef(cluster="old", broker_name="rt-b", broker_id=0, address="http://127.0.0.1:3"))
     _reg(table, "rt-b", {"t": 1}, port=3, cluster="new")
     assert table.cluster()["clusters"] == {"new": ["rt-b"]}
 
