@@ -34,6 +34,10 @@ def free_port() -> int:
     return _free_port()
 
 
+# Spark's own Kafka source and sink, for tests/kafka (the listener speaks Kafka's protocol).
+SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+
 def _ivy_dir() -> Path:
     """Ivy's cache for the suite's Spark packages: under the user's cache dir, kept between runs."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -65,7 +69,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     ivy.mkdir(parents=True, exist_ok=True)
     with open(ivy / ".lock", "w") as lock:  # test runs started together must not download into one cache at once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        session = with_delta(builder, ivy_dir=ivy).getOrCreate()
+        session = with_delta(builder, ivy_dir=ivy, extra_packages=[SPARK_KAFKA_PACKAGE]).getOrCreate()
     try:
         yield session
     finally:

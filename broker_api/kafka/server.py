@@ -136,8 +136,9 @@ class KafkaListener:
         if served is None:
             raise _CloseConnection(f"api key {key} is not served")
         if not served[1] <= version <= served[2]:
-            log.warning("kafka: %s asked api key %d version %d; served %d..%d", peer, key, version,
-                        served[1], served[2])
+            level = logging.DEBUG if key == API_VERSIONS_KEY else logging.WARNING  # KIP-511: clients probe
+            log.log(level, "kafka: %s asked api key %d version %d; served %d..%d", peer, key, version,
+                    served[1], served[2])
             return _error(key, version, correlation, ErrorCode.unsupported_version)
         try:
             req = decode_request(frame)
