@@ -17,6 +17,7 @@ from typing import Any
 
 from store import MessageStore, StoreError
 
+from .protection.disk import DiskState
 from .protection.admission import Admission
 from .batcher import ProduceBatcher
 from .transactions.checkback import CheckBackService
@@ -51,6 +52,7 @@ class Broker:
         self.settings = settings
         meta = settings.meta_path
         self.store = MessageStore(settings.store_config())
+        self.disk = DiskState(self.store)  # would a produce be 507 now: /readyz, /v1/broker (protection/disk.py)
         self.topics = TopicManager(meta / "topics.json", settings.broker.default_queues,
                                    settings.broker.auto_create_topics)
         self.groups = GroupManager(meta)

@@ -121,6 +121,8 @@ class HotPathMiddleware:
                 log.exception("%s %s failed", scope["method"], scope["path"])
             scope[_REASON_KEY] = getattr(exc, "reason", None)
             response = response_for(exc)
+        if route == "produce":
+            scope["app"].state.broker.disk.note(response.status_code)  # a 507 turns /readyz off at once
         await response(scope, receive, send)
 
 

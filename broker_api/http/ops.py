@@ -15,6 +15,7 @@ from starlette.responses import Response
 from ..broker import Broker
 from ..errors import NotReadyError
 from ..metrics import render_gauge
+from .errors import error_response
 from .schemas import JsonBool, RequestBody
 
 __all__ = ["control_router", "router"]
@@ -39,7 +40,7 @@ async def healthz() -> dict[str, str]:
 
 
 @control_router.get("/readyz", summary="Readiness: store open, services running, not overloaded")
-async def readyz(request: Request) -> dict[str, str]:
+async def readyz(request: Request) -> Any:
     broker = _broker(request)
     if not broker.ready:
         raise NotReadyError("the broker is starting or stopping; retry shortly")
@@ -47,6 +48,10 @@ async def readyz(request: Request) -> dict[str, str]:
     if overload is not None:
         raise NotReadyError(f"overloaded: {overload}; send less or retry shortly",
                             retry_after_s=broker.settings.fast_failure.retry_after_s)
+    full = broker.disk.reason()  # the same predicate as produce's 507 (protection/disk.py)
+    if full is not None:
+        return error_response(503, "disk_full", f"not ready: {full}; free disk space or run POST "
+                              "/v1/admin/retention", {"Retry-After": "5"})
     return {"status": "ready"}
 
 
@@ -55,6 +60,8 @@ def broker_info(request: Request) -> dict[str, Any]:
     broker = _broker(request)
     s = broker.settings
     stats = broker.store.stats()
+    disk = broker.disk.snapshot()
+    stats.update(disk_full=disk["disk_full"], disk_used_ratio=disk["disk_used_ratio"])
     return {
         "name": s.broker.name,
         "cluster": s.broker.cluster,
@@ -65,6 +72,8 @@ def broker_info(request: Request) -> dict[str, Any]:
         "data_dir": str(s.data_path.resolve()),
         "flush_mode": s.store.flush_mode,
         "store": stats,
+        "disk_full": disk["disk_full"],
+        "disk": disk,
         "dispatch_behind_bytes": stats.get("dispatch_behind_bytes"),
         "topics": len(broker.topics.list()),
         "groups": len(broker.groups.names()),

@@ -103,3 +103,39 @@ def _run(b: Any, fs: Path) -> None:
     b.restart()
     with httpx.Client(base_url=b.url, timeout=30) as c2:
         assert not _missing(c2, acked)
+
+
+def test_readiness_and_broker_status_follow_the_507(fast_broker: Any, tmp_path: Path) -> None:
+    """The reproduction: retention checks rarely (its flag and ratio are stale) while fallocate already
+    refuses; /readyz and /v1/broker must say disk_full whenever produce answers 507."""
+    with small_tmpfs(tmp_path / "fs", _FS_BYTES) as fs:
+        b = fast_broker(env={"SPARKMQ_STORE__DISK_HARD_LIMIT_RATIO": "0.999",
+                             "SPARKMQ_STORE__RETENTION_CHECK_INTERVAL_S": "600",
+                             "SPARKMQ_DELAY__MAX_DELAY_S": "3600"}, data_dir=fs / "data")
+        try:
+            with httpx.Client(base_url=b.url, timeout=30) as c:
+                c.post("/v1/topics", json={"name": "full", "queues": 1}).raise_for_status()
+                assert c.get("/readyz").status_code == 200
+                filler = fill_to(fs, 64 << 10)
+                codes: list[int] = []
+                for i in range(400):
+                    r = c.post("/v1/topics/full/messages", json={"messages": [{"body": f"{i}-{_BODY}"}] * 20})
+                    codes.append(r.status_code)
+                    if r.status_code == 507:
+                        break
+                assert codes[-1] == 507, codes
+                ready = c.get("/readyz")
+                assert ready.status_code == 503 and ready.json()["error"] == "disk_full", ready.text
+                info = c.get("/v1/broker").json()
+                assert info["disk_full"] is True and info["store"]["disk_full"] is True, info["disk"]
+                filler.unlink()
+                for _ in range(100):
+                    if c.get("/readyz").status_code == 200:
+                        break
+                    time.sleep(0.1)
+                assert c.get("/readyz").status_code == 200
+                assert c.get("/v1/broker").json()["disk_full"] is False
+                r = c.post("/v1/topics/full/messages", json={"messages": [{"body": "after"}]})
+                assert r.status_code == 200, r.text
+        finally:
+            b.stop()
