@@ -18,7 +18,7 @@ from broker_api.client import SendError, SparkMQClient
 from broker_api.errors import BrokerError
 from tests.broker_api.conftest import FAST_ENV
 
-from .support import NamesrvProcess, free_port, wait_until
+from .support import NamesrvProcess, free_port, register_body, wait_until
 
 
 def _broker_env(addr: str, name: str) -> dict[str, str]:
@@ -71,5 +71,23 @@ def test_namesrv_restart_under_load_costs_no_send(broker_factory: Callable[..., 
         assert registered_s < 1.5, f"brokers re-registered {registered_s:.2f} s after the NameServer answered"
         info = namesrv.get("/v1/namesrv").json()
         assert 0 <= info["uptime_s"] < 120 and info["started_ms"] > 0
+    finally:
+        namesrv.stop()
+
+
+def test_spark_lookup_waits_out_a_young_namesrv_instead_of_failing(tmp_path: Path) -> None:
+    """The Spark side has no cached route: a just-started NameServer's "not found" is asked again."""
+    from streaming.namesrv import NamesrvLookup
+
+    namesrv = NamesrvProcess(free_port(), tmp_path / "namesrv.log").start()
+    try:
+        def register_later() -> None:
+            time.sleep(0.5)
+            namesrv.post("/v1/brokers/register", register_body("late", {"late-topic": 2}, port=free_port()))
+
+        threading.Thread(target=register_later, daemon=True).start()
+        with NamesrvLookup((namesrv.url,), timeout_s=10.0) as lookup:
+            routes = lookup.route("late-topic")  # a broker re-registering after the restart
+        assert list(routes) == ["late"] and routes["late"].write_queues == 2
     finally:
         namesrv.stop()
