@@ -48,7 +48,7 @@ class InSyncSet:
         self.accepted: set[str] = set()
         self._pending: set[str] = set()
         self._addresses: dict[str, str | None] = {}  # replica id -> its HA connection's address
-        self._last_max = 0
+        self._last_max: int | None = None  # the master's max offset at the previous check
 
     def members(self) -> set[str]:
         return self.accepted | self._pending
@@ -92,7 +92,7 @@ class InSyncSet:
         conns = {s.address: s for s in st.slaves}
         others = self.accepted - {me}
         acks = [self._ack_of(r, conns) for r in others]
-        confirm = min(acks) if acks else self._last_max
+        confirm = min(acks) if acks else (st.max_offset if self._last_max is None else self._last_max)
         self._last_max = st.max_offset
         out = {me}
         for rid in self._addresses:
