@@ -4,7 +4,7 @@
 * :mod:`.users`: the users and ACL files under the auth directory;
 * :mod:`.policy`: resource patterns and the most-specific-entry-wins decision;
 * :mod:`.authn`: checking a request's credentials and permissions;
-* :mod:`.routes`: which permissions each broker route needs.
+* :mod:`.routes`: which broker paths are open; :mod:`.needs`: what a route declares it needs.
 
 The ASGI middleware that applies them to every request is
 :mod:`broker_api.http.auth`.  No web framework is imported here.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .authn import Authenticator, Permission, Principal
 from .policy import ACTIONS, RESOURCE_TYPES, PolicyEntry, decide, parse_entry, parse_resource
-from .routes import broker_permissions
+from .routes import broker_access
 from .signature import Credentials, derive_key, new_secret, parse_token, signed_headers
 from .users import AuthSnapshot, User, UserStore, check_user_name
 
@@ -29,7 +29,7 @@ __all__ = [
     "RESOURCE_TYPES",
     "User",
     "UserStore",
-    "broker_permissions",
+    "broker_access",
     "check_user_name",
     "decide",
     "derive_key",

@@ -45,8 +45,8 @@ class Authenticator:
         self._tokens: dict[bytes, str] = {}
         self._version = -1
 
-    def _current(self) -> AuthSnapshot:
-        snap = self.store.snapshot()
+    def _current(self, fresh: bool = False) -> AuthSnapshot:
+        snap = self.store.snapshot(fresh)
         if snap.version != self._version:  # users or policies changed: forget verified tokens
             self._tokens = {}
             self._version = snap.version
@@ -119,6 +119,14 @@ class Authenticator:
         return user
 
     # -- authorization -----------------------------------------------------
+
+    def recheck(self, principal: Principal, needs: Iterable[Permission]) -> None:
+        """Against the current users and policies: 401 when the user was removed or disabled since
+        ``principal`` was authenticated, 403 when a permission was revoked (a parked long poll wakes)."""
+        user = self._current(fresh=True).users.get(principal.user)  # the files as they are now
+        if user is None or not user.enabled:
+            raise UnauthenticatedError(f"user {principal.user!r} was removed or disabled")
+        self.authorize(Principal(user.name, user.super), needs)
 
     def authorize(self, principal: Principal, needs: Iterable[Permission]) -> None:
         """Raise AccessDeniedError (403) naming the first permission ``principal`` lacks."""

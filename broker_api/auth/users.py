@@ -10,10 +10,11 @@ The directory (``[auth] dir``, default ``<data_dir>/auth``) is created 0700::
 Both are written atomically (temp file, fsync, rename) by ``sparkmq user`` /
 ``sparkmq acl`` and read by the broker or NameServer.  A running server
 looks at the files' identity (inode, size, mtime) at most every
-``check_interval_s`` and reloads them when they changed, so a new user, a
-removed user or a changed policy applies within about a second without a
-restart.  The secret itself is shown once, when the user is added, and
-stored nowhere (see :mod:`.signature` for the key).
+``check_interval_s`` (0.25 s) and reloads them when they changed, so a new
+user, a removed user or a changed policy applies within about a second
+without a restart (a parked long poll re-checks at once when it wakes).
+The secret itself is shown once, when the user is added, and stored
+nowhere (see :mod:`.signature` for the key).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def check_user_name(name: str) -> str:
 class UserStore:
     """The users and ACL files of one auth directory."""
 
-    def __init__(self, directory: Path | str, check_interval_s: float = 1.0) -> None:
+    def __init__(self, directory: Path | str, check_interval_s: float = 0.25) -> None:
         self.directory = Path(directory)
         self.users_path = self.directory / "users.json"
         self.acls_path = self.directory / "acls.json"
@@ -75,10 +76,11 @@ class UserStore:
 
     # -- reading (servers) -------------------------------------------------
 
-    def snapshot(self) -> AuthSnapshot:
-        """The current users and policies, reloaded if the files changed (checked at most every interval)."""
+    def snapshot(self, fresh: bool = False) -> AuthSnapshot:
+        """The current users and policies, reloaded if the files changed (checked at most every interval,
+        or now when ``fresh``: two stat calls)."""
         now = time.monotonic()
-        if now - self._checked < self._interval:
+        if now - self._checked < self._interval and not fresh:
             return self._snapshot
         with self._lock:
             self._checked = now

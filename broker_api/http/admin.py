@@ -16,17 +16,18 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from connectors.tables.spec import TableSpec
-from store import MessageNotFoundError
 
+from ..auth.needs import LOGIN, Cluster, Topic
 from ..broker import Broker
 from ..errors import BadRequestError
-from ..model.topics import SYSTEM_PREFIX, TopicConfig
+from ..model.topics import TopicConfig
+from .guard import GuardedRoute, local_message, requires
 from .schemas import JsonInt
 from .wire import message_to_json, parse_json_object
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["topics"])
+router = APIRouter(tags=["topics"], route_class=GuardedRoute)
 
 
 _TABLE_DOC = ("Table settings (keys mode, schema, write_mode, partition_by, target_lag_s; an unknown key is "
@@ -88,6 +89,7 @@ def _read_body(model: type[BaseModel], raw: bytes, content_type: str | None, exa
 
 
 @router.post("/v1/topics", status_code=201, summary="Create a topic", openapi_extra=_CREATE_DOC)
+@requires(Cluster("Admin"))
 async def create_topic(request: Request) -> JSONResponse:
     """201 when created, 200 when an identical topic already exists, 409 when it differs."""
     body = _read_body(TopicCreate, await request.body(), request.headers.get("content-type"), _TOPIC_EXAMPLE)
@@ -102,6 +104,7 @@ def _create(broker: Broker, body: TopicCreate) -> JSONResponse:
 
 
 @router.put("/v1/topics/{topic}", summary="Change a topic's table settings", openapi_extra=_UPDATE_DOC)
+@requires(Topic("path:topic", "Admin"))
 async def alter_topic(topic: str, request: Request) -> dict[str, Any]:
     """Merge ``table`` into the topic's table settings; enabling a table backfills it."""
     body = _read_body(TopicUpdate, await request.body(), request.headers.get("content-type"), _UPDATE_EXAMPLE)
@@ -114,22 +117,26 @@ def _alter(broker: Broker, topic: str, body: TopicUpdate) -> dict[str, Any]:
 
 
 @router.get("/v1/tables", summary="Status of every table topic")
+@requires(LOGIN)
 def list_tables(request: Request) -> dict[str, Any]:
     return {"tables": _broker(request).tables.statuses()}
 
 
 @router.post("/v1/topics/{topic}/table/replay-dlq", summary="Translate a table's dead-letter rows again")
+@requires(Topic("path:topic", "Admin"))
 def replay_dlq(topic: str, request: Request) -> dict[str, Any]:
     """Rows of ``<topic>__dlq`` that fit the current schema move to the table; the rest stay."""
     return _broker(request).tables.replay_dlq(topic)
 
 
 @router.get("/v1/topics", summary="List topics")
+@requires(LOGIN)
 def list_topics(request: Request) -> list[dict[str, Any]]:
     return [_topic_json(c) for c in _broker(request).topics.list()]
 
 
 @router.get("/v1/topics/{topic}", summary="Describe a topic")
+@requires(Topic("path:topic", "Sub"))
 def get_topic(topic: str, request: Request) -> dict[str, Any]:
     broker = _broker(request)
     cfg = broker.topics.get(topic)
@@ -140,6 +147,7 @@ def get_topic(topic: str, request: Request) -> dict[str, Any]:
 
 
 @router.delete("/v1/topics/{topic}", summary="Delete a topic and its data")
+@requires(Topic("path:topic", "Admin"))
 def delete_topic(topic: str, request: Request) -> dict[str, Any]:
     broker = _broker(request)
     broker.tables.drop(topic)
@@ -149,12 +157,14 @@ def delete_topic(topic: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/topics/{topic}/queues", summary="Queue offsets of a topic")
+@requires(Topic("path:topic", "Sub"))
 def list_queues(topic: str, request: Request) -> list[dict[str, int]]:
     broker = _broker(request)
     return _queues(broker, broker.topics.get(topic))
 
 
 @router.get("/v1/topics/{topic}/queues/{queue_id}/offset", summary="Offset at a time")
+@requires(Topic("path:topic", "Sub"))
 def offset_at(topic: str, queue_id: int, request: Request,
               timestamp_ms: int = Query(..., ge=0, description="epoch ms")) -> dict[str, int]:
     """First offset stored at or after ``timestamp_ms`` (max offset when none)."""
@@ -169,6 +179,7 @@ def offset_at(topic: str, queue_id: int, request: Request,
 
 
 @router.get("/v1/topics/{topic}/messages", summary="Look messages up by key")
+@requires(Topic("path:topic", "Sub"))
 def query_by_key(topic: str, request: Request, key: str = Query(..., min_length=1),
                  begin_ms: int = Query(0, ge=0), end_ms: int | None = Query(None, ge=0),
                  max: int = Query(64, ge=1, le=1000)) -> dict[str, Any]:
@@ -180,8 +191,6 @@ def query_by_key(topic: str, request: Request, key: str = Query(..., min_length=
 
 
 @router.get("/v1/messages/{msg_id}", summary="Look a message up by id")
+@requires(Cluster("Sub"))
 def get_message(msg_id: str, request: Request) -> dict[str, Any]:
-    found = _broker(request).store.get_message(msg_id)
-    if found.topic.startswith(SYSTEM_PREFIX):
-        raise MessageNotFoundError(f"no message with id {msg_id!r}")
-    return message_to_json(found)
+    return message_to_json(local_message(_broker(request), msg_id))

@@ -33,7 +33,6 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from starlette.responses import Response
 
 from store import ColumnPutResult, InvalidMessageError, MessageTooLargeError, PutResult
@@ -46,7 +45,7 @@ from ..errors import BadRequestError
 from ..model.topics import TopicConfig
 from ..transactions.columns import ColumnFrame
 from .produce_answer import Answer, column_summary
-from .wire import check_count, load_json_produce, plain_json_bodies
+from .wire import check_count, load_json_produce, plain_json_bodies, read_arrow
 
 __all__ = ["ArrowColumns", "arrow_columns", "check_body_sizes", "column_frame", "produce_columns",
            "put_arrow_columns"]
@@ -70,10 +69,7 @@ class ArrowColumns:
 
 
 def _read(raw: bytes) -> pa.Table:
-    try:
-        return pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise BadRequestError(f"request body is not an Arrow IPC stream ({exc})") from exc
+    return read_arrow(raw)
 
 
 def _packed(column: pa.ChunkedArray) -> PackedBodies | None:

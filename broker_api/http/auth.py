@@ -5,12 +5,15 @@ admission and the hot lane) and of the NameServer's, so one check covers
 the fast produce/pull lane and every FastAPI route, and a request without
 valid credentials never takes an admission slot:
 
-1. ``permissions(method, path, query)`` says what the route needs
-   (:func:`broker_api.auth.broker_permissions` on a broker); ``None`` = open.
+1. ``permissions(method, path, query)`` says whether the path is open
+   (:func:`broker_api.auth.broker_access` on a broker: ``None`` = open);
+   on a broker every other route declares its own needs next to its
+   handler and checks them from its parsed values (:mod:`.guard`).
 2. The credentials are checked (:class:`broker_api.auth.Authenticator`): a
    cached bearer token costs a dictionary look-up; an unseen one is hashed
    on a worker thread so the event loop never runs the slow KDF.
-3. The permissions are checked against the user's policy.
+3. The permissions returned (the NameServer's) are checked against the
+   user's policy.
 4. A signed request's body is hashed as the app reads it; a body that does
    not match the signed SHA-256 makes the answer 401, whatever the app
    would have answered (the app fails on the read, before storing anything).
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..auth import Authenticator, Permission, Principal, UserStore, broker_permissions
+from ..auth import Authenticator, Permission, Principal, UserStore, broker_access
 from ..auth.signature import ALGORITHM, CONTENT_HEADER, DATE_HEADER
 from ..errors import AccessDeniedError, UnauthenticatedError
 from .errors import response_for
@@ -39,12 +42,13 @@ from .errors import response_for
 if TYPE_CHECKING:
     from ..settings.broker import BrokerSettings
 
-__all__ = ["AuthMiddleware", "PRINCIPAL_KEY", "install_auth"]
+__all__ = ["PRINCIPAL_KEY", "AuthMiddleware", "install_auth"]
 
 log = logging.getLogger("sparkmq.auth")
 
 PRINCIPAL_KEY = "sparkmq.principal"
 _BAD_BODY_KEY = "sparkmq.auth.bad_body"
+_STARTED_KEY = "sparkmq.auth.started"
 _WANTED = {b"authorization": "authorization", DATE_HEADER.encode(): DATE_HEADER,
            CONTENT_HEADER.encode(): CONTENT_HEADER}
 PermissionsOf = Callable[[str, str, str], "list[Permission] | None"]
@@ -76,10 +80,17 @@ class AuthMiddleware:
             await _refuse(exc, scope, receive, send)
             return
         scope[PRINCIPAL_KEY] = principal
-        if headers.get("authorization", "").startswith(ALGORITHM):
-            receive = _verifying(receive, scope, headers.get(CONTENT_HEADER, ""))
-            send = _overriding(send, scope, receive)
-        await self.app(scope, receive, send)
+        if not headers.get("authorization", "").startswith(ALGORITHM):
+            await self.app(scope, receive, send)
+            return
+        receive = _verifying(receive, scope, headers.get(CONTENT_HEADER, ""))
+        guarded = _overriding(send, scope, receive)
+        try:
+            await self.app(scope, receive, guarded)
+        except UnauthenticatedError as exc:  # the body was read before any handler (slow_clients.py)
+            if not scope.get(_BAD_BODY_KEY) or scope.get(_STARTED_KEY):
+                raise
+            await _refuse(exc, scope, receive, send)
 
     async def _principal(self, method: str, path: str, query: str, headers: dict[str, str]) -> Principal:
         authorization = headers.get("authorization", "")
@@ -120,6 +131,7 @@ def _overriding(send: Send, scope: Scope, receive: Receive) -> Send:
 
     async def guarded(message: Message) -> None:
         nonlocal refused
+        scope[_STARTED_KEY] = True
         if refused:
             return
         if message["type"] == "http.response.start" and scope.get(_BAD_BODY_KEY):
@@ -140,10 +152,11 @@ def install_auth(app: Any, settings: BrokerSettings) -> Authenticator | None:
     if not authenticator.store.snapshot().users:
         log.warning("[auth] is enabled and %s holds no user: every request will be refused; add one with "
                     "`sparkmq user add NAME --super --data-dir %s`", settings.auth_path, settings.data_path)
-    cluster, control_open = settings.broker.cluster, settings.auth.control_open
+    control_open = settings.auth.control_open
 
     def permissions(method: str, path: str, query: str) -> list[Permission] | None:
-        return broker_permissions(method, path, query, cluster, control_open)
+        return broker_access(path, control_open)
 
     app.add_middleware(AuthMiddleware, authenticator=authenticator, permissions=permissions)
+    app.state.authenticator = authenticator  # the routes' own checks (guard.py) use it
     return authenticator

@@ -22,7 +22,9 @@ from typing import Literal
 from fastapi import APIRouter
 from starlette.responses import Response
 
+from ..auth.needs import OPEN
 from .errors import error_response
+from .guard import GuardedRoute, requires
 
 __all__ = ["ASSETS", "console_router"]
 
@@ -48,14 +50,16 @@ def _asset(name: str) -> Response:
 
 def console_router(kind: Literal["broker", "namesrv"]) -> APIRouter:
     """The two console routes; ``kind`` picks the page served at ``/console``."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter(include_in_schema=False, route_class=GuardedRoute)
     page = _PAGES[kind]
 
     @router.get("/console")
+    @requires(OPEN)
     async def console_page() -> Response:
         return _asset(page)
 
     @router.get("/console/{name}")
+    @requires(OPEN)
     async def console_asset(name: str) -> Response:
         return _asset(name)
 

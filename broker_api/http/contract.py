@@ -12,7 +12,7 @@ generated schema; nothing here runs per request.
   and the few codes answered outside it (:data:`EXTRA_CODES`).
 - Success answers point at the models of :mod:`broker_api.http.schemas`.
 - Name rules, lengths and ranges come from the constants the code validates
-  with (``topics.TOPIC_NAME_PATTERN``, ``GROUP_NAME_PATTERN``,
+  with (``topics.CLIENT_TOPIC_PATTERN``: no reserved name, ``GROUP_NAME_PATTERN``,
   ``pop_records.RECEIPT_PATTERN``, ``transactions.SINK_ID_PATTERN``).
 - With ``[auth] enabled`` (and only then) the document has a bearer scheme
   and 401 on every protected operation: a broker without auth never answers
@@ -25,11 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic.json_schema import models_json_schema
 
-from ..errors import ERROR_TABLE
-from ..model.pop_records import RECEIPT_PATTERN
 from connectors.tables.spec import MODES, WRITE_MODES
 
-from ..model.topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC, TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
+from ..errors import ERROR_TABLE
+from ..model.pop_records import RECEIPT_PATTERN
+from ..model.topics import (
+    CLIENT_TOPIC_PATTERN,
+    GROUP_NAME_MAX,
+    GROUP_NAME_PATTERN,
+    GROUP_TOPIC_RULE,
+    TOPIC_NAME_MAX,
+)
 from .schemas import ANSWER_MODELS
 from .transactions import SINK_ID_PATTERN
 
@@ -39,8 +45,17 @@ if TYPE_CHECKING:
 
     from ..settings.broker import BrokerSettings
 
-__all__ = ["EXTRA_CODES", "FILTER_FORMAT", "error_codes", "install_contract", "install_namesrv_contract", "operation_id",
-           "TOPIC_SCHEMA", "GROUP_SCHEMA", "TABLE_SCHEMA"]
+__all__ = [
+    "EXTRA_CODES",
+    "FILTER_FORMAT",
+    "GROUP_SCHEMA",
+    "TABLE_SCHEMA",
+    "TOPIC_SCHEMA",
+    "error_codes",
+    "install_contract",
+    "install_namesrv_contract",
+    "operation_id",
+]
 
 # Codes answered outside ERROR_TABLE: routing (http/errors.py), SQL (http/sql.py), the last resort.
 EXTRA_CODES = ("bad_request", "not_found", "method_not_allowed", "request_too_large", "bad_sql",
@@ -49,7 +64,7 @@ FILTER_FORMAT = "sparkmq-filter"  # SQL92 property filter (broker_api/filters.py
 
 # A topic in a path or a body: a client topic, or a group's %RETRY%/%DLQ% topic (pull reads those).
 TOPIC_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 7 + GROUP_NAME_MAX,
-                                "pattern": f"^(?:{TOPIC_NAME_PATTERN[1:-1]}|{GROUP_TOPIC.pattern[1:-1]})$",
+                                "pattern": f"^(?:{CLIENT_TOPIC_PATTERN[1:-1]}|{GROUP_TOPIC_RULE})$",
                                 "description": "1-127 of A-Z a-z 0-9 _ . - (not RMQ_SYS_*), or %RETRY%/%DLQ% + group"}
 GROUP_SCHEMA: dict[str, Any] = {"type": "string", "pattern": GROUP_NAME_PATTERN, "minLength": 1,
                                 "maxLength": GROUP_NAME_MAX}
@@ -58,7 +73,7 @@ _MSG_ID = {"type": "string", "pattern": "^[0-9A-Fa-f]{32}$", "description": "32 
 _RECEIPT = {"type": "string", "pattern": RECEIPT_PATTERN}
 # In a path or query only client topics are documented: a %RETRY% name there must be percent-encoded
 # (%25RETRY%25g), which generic clients get wrong ("%03..." reads as an escape).
-_CLIENT_TOPIC: dict[str, Any] = {"type": "string", "pattern": TOPIC_NAME_PATTERN, "minLength": 1,
+_CLIENT_TOPIC: dict[str, Any] = {"type": "string", "pattern": CLIENT_TOPIC_PATTERN, "minLength": 1,
                                  "maxLength": TOPIC_NAME_MAX}
 _PARAMS: dict[str, dict[str, Any]] = {
     "topic": _CLIENT_TOPIC, "group": GROUP_SCHEMA, "msg_id": _MSG_ID,
@@ -148,7 +163,7 @@ def install_contract(app: FastAPI, settings: BrokerSettings) -> None:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, description=app.description,
                               routes=app.routes, tags=app.openapi_tags)
-            app.openapi_schema = finish(doc, settings.auth.enabled, _limits(settings))
+            app.openapi_schema = _param_limits(finish(doc, settings.auth.enabled, _limits(settings)), settings)
         return app.openapi_schema
 
     app.openapi = build  # type: ignore[method-assign]
@@ -157,7 +172,21 @@ def install_contract(app: FastAPI, settings: BrokerSettings) -> None:
 def _limits(settings: BrokerSettings) -> dict[tuple[str, str], dict[str, Any]]:
     """Bounds this broker's settings put on body fields (the document describes the running broker)."""
     top = {"maximum": settings.pop.max_invisible_ms}
-    return {("PopRequest", "invisible_ms"): top, ("InvisibleRequest", "invisible_ms"): top}
+    return {("PopRequest", "invisible_ms"): top, ("InvisibleRequest", "invisible_ms"): top,
+            ("PopRequest", "wait_ms"): {"maximum": settings.limits.max_wait_ms}}
+
+
+def _param_limits(doc: dict[str, Any], settings: BrokerSettings) -> dict[str, Any]:
+    """A pull's max_messages (JSON cap; an Arrow pull may ask up to its own cap) and wait_ms bounds."""
+    limits = settings.limits
+    bounds = {"max_messages": {"minimum": 1, "maximum": limits.max_pull_messages_json},
+              "wait_ms": {"minimum": 0, "maximum": limits.max_wait_ms}}
+    op = doc.get("paths", {}).get("/v1/topics/{topic}/queues/{queue_id}/messages", {}).get("get", {})
+    for param in op.get("parameters", []):
+        if param["name"] in bounds:
+            param["schema"] = {**param["schema"], **bounds[param["name"]]}
+            param["schema"]["default"] = min(param["schema"].get("default", 0), bounds[param["name"]]["maximum"])
+    return doc
 
 
 def install_namesrv_contract(app: FastAPI, codes: list[str], auth: bool) -> None:

@@ -8,14 +8,16 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from pydantic import Field, field_validator
 
+from ..auth.needs import LOGIN, Group, Topic
 from ..broker import Broker
 from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
 from ..model.topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN
+from .guard import GuardedRoute, requires
 from .schemas import JsonBool, JsonInt, RequestBody
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["groups"])
+router = APIRouter(tags=["groups"], route_class=GuardedRoute)
 _GROUP = re.compile(GROUP_NAME_PATTERN)
 
 
@@ -45,13 +47,14 @@ def _broker(request: Request) -> Broker:
 
 
 def _check_group(group: str) -> None:
-    if not _GROUP.match(group):
+    if not _GROUP.fullmatch(group):
         raise BadRequestError(
             f"group name {group!r} is invalid; use 1-{GROUP_NAME_MAX} characters from A-Z a-z 0-9 _ . % -"
         )
 
 
 @router.get("/v1/groups", summary="List consumer groups")
+@requires(LOGIN)
 def list_groups(request: Request) -> list[dict[str, Any]]:
     broker = _broker(request)
     broker.settle()
@@ -65,6 +68,7 @@ def list_groups(request: Request) -> list[dict[str, Any]]:
 
 
 @router.get("/v1/groups/{group}", summary="Describe a group: offsets and lag per queue")
+@requires(Group("path:group", "Sub"))
 def get_group(group: str, request: Request) -> dict[str, Any]:
     broker = _broker(request)
     _check_group(group)
@@ -78,6 +82,7 @@ def get_group(group: str, request: Request) -> dict[str, Any]:
 
 
 @router.put("/v1/groups/{group}", summary="Enable or disable consumption; set max_reconsume_times")
+@requires(Group("path:group", "Admin"))
 def update_group(group: str, body: GroupUpdate, request: Request) -> dict[str, Any]:
     broker = _broker(request)
     _check_group(group)
@@ -92,6 +97,7 @@ def update_group(group: str, body: GroupUpdate, request: Request) -> dict[str, A
 
 
 @router.put("/v1/groups/{group}/offsets", summary="Commit offsets (next offset to consume)")
+@requires(Group("path:group", "Sub"), Topic("body:topic", "Sub"))
 def commit_offsets(group: str, body: OffsetCommit, request: Request) -> dict[str, bool]:
     broker = _broker(request)
     _check_group(group)
@@ -111,6 +117,7 @@ def commit_offsets(group: str, body: OffsetCommit, request: Request) -> dict[str
 
 
 @router.get("/v1/groups/{group}/offsets", summary="Committed offsets of a group on a topic")
+@requires(Group("path:group", "Sub"), Topic("query:topic", "Sub"))
 def read_offsets(group: str, request: Request, topic: str = Query(...)) -> dict[str, Any]:
     """Queues never committed are absent."""
     broker = _broker(request)

@@ -18,13 +18,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..auth.needs import Cluster
 from ..broker import Broker
 from ..errors import BrokerError
 from .errors import response_for
+from .guard import GuardedRoute, requires
 
-__all__ = ["router", "SlaveGuardMiddleware", "metadata_snapshot"]
+__all__ = ["SlaveGuardMiddleware", "metadata_snapshot", "router"]
 
-router = APIRouter(tags=["replication"])
+router = APIRouter(tags=["replication"], route_class=GuardedRoute)
 
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _ALWAYS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/broker", "/v1/admin/metadata", "/v1/sql",
@@ -48,6 +50,7 @@ def metadata_snapshot(broker: Broker) -> dict[str, Any]:
 
 
 @router.get("/v1/admin/metadata", summary="Topics, consumer offsets and groups, as a slave copies them")
+@requires(Cluster("Admin"))
 def metadata(request: Request) -> dict[str, Any]:
     return metadata_snapshot(request.app.state.broker)
 

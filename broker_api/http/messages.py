@@ -32,7 +32,7 @@ from store.errors import FlushTimeoutError
 from store.pull import page_is_recent
 from store.schedule import REAL_QID
 
-from ..protection.admission import TICKET_KEY, Ticket
+from ..auth.needs import Group, Owner, Topic
 from ..broker import Broker
 from ..errors import (
     BadOffsetError,
@@ -42,12 +42,15 @@ from ..errors import (
     UnsupportedMediaTypeError,
 )
 from ..model.filters import Predicate, apply_filter, compile_filter
+from ..model.topics import TopicConfig
+from ..protection.admission import TICKET_KEY, Ticket
 from .arrow_produce import produce_columns
+from .guard import GuardedRoute, owner_of, recheck, requires
 from .openapi import PRODUCE_DOC, PULL_DOC, RESERVED_CHARS
 from .produce_answer import answer_form, message_answer
 from .pull_arrow import columns_to_arrow, parse_fields
+from .query import bool_param, int_param, query_of
 from .staging import stage_raw, wants_raw_staging
-from ..model.topics import TopicConfig
 from .wire import (
     ARROW_STREAM,
     JSON_TYPES,
@@ -63,7 +66,7 @@ from .wire import (
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["messages"])
+router = APIRouter(tags=["messages"], route_class=GuardedRoute)
 
 _WAIT_STATUSES = (GetStatus.NO_NEW_MESSAGE, GetStatus.NO_MATCHED_MESSAGE)
 # A pull that finds nothing at these may be ahead of the reput thread, not of the producers.
@@ -77,41 +80,16 @@ _WARM_LOG_BYTES = 256 << 20
 _FILTER_SCAN = 1024  # a filtered pull looks at up to this many units for its matches
 _SMALL_PAGE = 16  # JSON pages up to this size are read as message objects
 _INLINE_PARSE_BYTES = 1 << 20  # produce bodies larger than this are parsed off the event loop
+_PRODUCE_QUERY = ("transactional", "transaction_id", "key", "tags", "queue_id", "delay_level", "deliver_at_ms",
+                  "check_url", "answer", "staging")
+_PULL_QUERY = ("offset", "max_messages", "wait_ms", "tags", "filter", "group", "fields")
+_RECHECK_S = 0.5  # a parked pull re-checks its user at least this often
 _NO_PROPERTIES: MappingProxyType[str, str] = MappingProxyType({})
-_JSON_TYPES = JSON_TYPES  # as POST /v1/topics: curl -d sends form-urlencoded, so it (and text) means JSON
+_JSON_TYPES = JSON_TYPES  # as POST /v1/topics: application/json (or no type); text and forms are 415
 
 
 def _json(value: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(value), status_code=status, media_type="application/json")
-
-
-def _int_param(params: Any, name: str, default: int | None, error: type[BadRequestError] = BadRequestError) -> int:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        if default is None:
-            raise error(f"query parameter {name!r} is required")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise error(f"{name}={raw!r} is not an integer; pass a non-negative integer") from None
-    if value < 0:
-        raise error(f"{name}={value} is negative; pass a non-negative integer")
-    return value
-
-
-_BOOLS = {"true": True, "1": True, "false": False, "0": False}
-
-
-def _bool_param(params: Any, name: str) -> bool:
-    """A boolean query parameter: true/false (or 1/0); anything else (``null``, ``yes``) is a 400."""
-    raw = params.get(name)
-    if raw is None:
-        return False
-    value = _BOOLS.get(raw.lower())
-    if value is None:
-        raise BadRequestError(f"{name}={raw!r} is not a boolean; pass true or false")
-    return value
 
 
 _NO_OPTIONS: tuple[int | None, int | None, int | None] = (None, None, None)
@@ -119,9 +97,9 @@ _NO_OPTIONS: tuple[int | None, int | None, int | None] = (None, None, None)
 
 def _raw_options(q: Any) -> tuple[int | None, int | None, int | None]:
     """queue_id, delay_level and deliver_at_ms of a raw message (each None when absent)."""
-    qid = _int_param(q, "queue_id", -1, BadQueueIdError) if "queue_id" in q else None
-    delay = _int_param(q, "delay_level", -1) if "delay_level" in q else None
-    at = _int_param(q, "deliver_at_ms", -1) if "deliver_at_ms" in q else None
+    qid = int_param(q, "queue_id", -1, BadQueueIdError) if "queue_id" in q else None
+    delay = int_param(q, "delay_level", -1) if "delay_level" in q else None
+    at = int_param(q, "deliver_at_ms", -1) if "deliver_at_ms" in q else None
     if delay == 0:
         raise BadRequestError("delay_level=0 is not a level; pass 1 or more")
     for name in ("key", "tags"):
@@ -151,7 +129,7 @@ def _content_type(request: Request) -> str:
 
 def _query_options(request: Request, extras: dict[str, Any] | None) -> tuple[bool, tuple[int | None, ...]]:
     """The transactional flag and the raw message's options; ``extras`` receives ``check_url``."""
-    q = request.query_params
+    q = query_of(request.scope)
     if "check_url" in q:
         if not q["check_url"].startswith(("http://", "https://")):
             raise BadRequestError("check_url must be an http:// or https:// URL")
@@ -159,13 +137,13 @@ def _query_options(request: Request, extras: dict[str, Any] | None) -> tuple[boo
             extras["check_url"] = q["check_url"]
     if not q:  # the query's options are checked whatever the body (they apply to raw and Arrow bodies)
         return False, _NO_OPTIONS
-    return _bool_param(q, "transactional"), _raw_options(q)
+    return bool_param(q, "transactional"), _raw_options(q)
 
 
 def _drafts(request: Request, raw: bytes, max_messages: int,
             extras: dict[str, Any] | None = None) -> tuple[list[Draft], bool]:
     """Drafts and the transactional flag; ``extras`` receives a transaction's ``check_url``."""
-    ctype, q = _content_type(request), request.query_params
+    ctype, q = _content_type(request), query_of(request.scope)
     transactional, raw_opts = _query_options(request, extras)
     if ctype in _JSON_TYPES:
         return parse_json_produce(raw, max_messages, extras)
@@ -208,17 +186,18 @@ def _parse_big(broker: Broker, cfg: TopicConfig, request: Request, raw: bytes,
 
 
 @router.post("/v1/topics/{topic}/messages", openapi_extra=PRODUCE_DOC, summary="Produce messages")
+@requires(Topic("path:topic", "Pub"), Owner("query:transaction_id"), query=_PRODUCE_QUERY, repeatable=("key",))
 async def produce(request: Request) -> Response:
     """Append messages to a topic (JSON, raw octet-stream or Arrow bulk)."""
     started = time.perf_counter()
     topic: str = request.path_params["topic"]
     broker: Broker = request.app.state.broker
     raw = await _read_body(request, broker.settings.limits.max_request_bytes)
-    tx_id = request.query_params.get("transaction_id") or None
+    tx_id = query_of(request.scope).get("transaction_id") or None
     cfg = broker.topics.for_produce(topic)
     if wants_raw_staging(request):  # the Spark sink: staged as it came, parsed at commit
         return _json(await stage_raw(request, broker, cfg.name, raw, tx_id))
-    extras: dict[str, Any] = {"answer": answer_form(request.query_params)}
+    extras: dict[str, Any] = {"answer": answer_form(query_of(request.scope))}
     ctype = _content_type(request)
     if not tx_id and (ctype == ARROW_STREAM or ctype in _JSON_TYPES) and not _query_options(request, None)[0]:
         answer = await produce_columns(broker, cfg, raw, ctype == ARROW_STREAM, started, extras)
@@ -233,7 +212,7 @@ async def produce(request: Request) -> Response:
     try:
         if transactional or tx_id:
             tx_id, results = await broker.gate.run(broker.transactions.add_halves, messages, tx_id,
-                                                   extras.get("check_url"), offload=True)
+                                                   extras.get("check_url"), owner_of(request), offload=True)
             send_status = await broker.replication.confirm(results)  # SYNC_MASTER: a slave holds it
             body: dict[str, Any] = {"status": send_status, "transaction_id": tx_id,
                                     "results": _half_results(messages, results)}
@@ -321,9 +300,11 @@ def _known_queue(result: Page, offset: int) -> Page:
     return dataclasses.replace(result, status=status, next_offset=0, min_offset=0, max_offset=0)
 
 
-async def _long_poll(broker: Broker, topic: str, qid: int, result: Page, n: int,
+async def _long_poll(request: Request, topic: str, qid: int, result: Page, n: int,
                      tags: frozenset[str] | None, wait_ms: int, arrow: bool, flt: Predicate | None = None) -> Page:
-    """Hold the pull until the queue grows (woken by the reput thread) or the wait ends."""
+    """Hold the pull until the queue grows (woken by the reput thread) or the wait ends; the caller's
+    permissions are checked again each time it wakes (at least every second)."""
+    broker: Broker = request.app.state.broker
     assert broker.waiters is not None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
@@ -334,32 +315,35 @@ async def _long_poll(broker: Broker, topic: str, qid: int, result: Page, n: int,
         offset = result.next_offset
         event = broker.waiters.register(topic, qid)
         try:
-            if broker.queue_range(topic, qid)[1] <= offset:
-                try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except TimeoutError:
-                    pass
+            while broker.queue_range(topic, qid)[1] <= offset and not event.is_set() and remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(remaining, _RECHECK_S))
+                recheck(request)  # a user removed while parked gets 401, not the data
+                remaining = deadline - loop.time()
         finally:
             broker.waiters.unregister(topic, qid, event)
+        recheck(request)
         result = await _get(broker, topic, qid, offset, n, tags, arrow, flt)
     return result
 
 
 @router.get("/v1/topics/{topic}/queues/{queue_id}/messages", openapi_extra=PULL_DOC, summary="Pull messages")
+@requires(Topic("path:topic", "Sub"), Group("query:group", "Sub"), query=_PULL_QUERY)
 async def pull(request: Request) -> Response:
     """Read a page of one queue as JSON or Arrow, optionally long polling."""
     started = time.perf_counter()
     topic: str = request.path_params["topic"]
     queue_id: str = request.path_params["queue_id"]
     broker: Broker = request.app.state.broker
-    q = request.query_params
-    qid = _int_param({"queue_id": queue_id}, "queue_id", None, BadQueueIdError)
-    offset = _int_param(q, "offset", None, BadOffsetError)
+    q = query_of(request.scope)
+    qid = int_param({"queue_id": queue_id}, "queue_id", None, BadQueueIdError)
+    offset = int_param(q, "offset", None, BadOffsetError)
     arrow = ARROW_STREAM in request.headers.get("accept", "")
     limits = broker.settings.limits
     cap = limits.max_pull_messages_arrow if arrow else limits.max_pull_messages_json
-    n = max(1, min(_int_param(q, "max_messages", limits.default_pull_messages), cap))
-    wait_ms = min(_int_param(q, "wait_ms", 0), limits.max_wait_ms)
+    n = int_param(q, "max_messages", limits.default_pull_messages, top=(1, cap, "[limits] max_pull_messages_"
+                                                                         + ("arrow" if arrow else "json")))
+    wait_ms = int_param(q, "wait_ms", 0, top=(0, limits.max_wait_ms, "[limits] max_wait_ms"))
     group = q.get("group")
     if group:
         broker.groups.check_enabled(group)
@@ -375,7 +359,7 @@ async def pull(request: Request) -> Response:
     if wait_ms > 0 and result.status in _WAIT_STATUSES:
         ticket: Ticket | None = request.scope.get(TICKET_KEY)
         with ticket.parked() if ticket is not None else contextlib.nullcontext():  # parked: no slot held
-            result = await _long_poll(broker, topic, qid, result, n, tags, wait_ms, arrow, flt)
+            result = await _long_poll(request, topic, qid, result, n, tags, wait_ms, arrow, flt)
     status = result.status.value
     m = broker.metrics
     m.pull_requests.inc(status=status)

@@ -67,7 +67,7 @@ PRODUCE_DOC: dict[str, Any] = {
          "description": "queue of a raw message"},
         {"name": "delay_level", "in": "query", "schema": {"type": "integer", "minimum": 1},
          "description": "delay level of a raw message"},
-        {"name": "check_url", "in": "query", "schema": {"type": "string", "pattern": "^https?://"},
+        {"name": "check_url", "in": "query", "schema": {"type": "string", "pattern": "^https?://[^/?#\\s]+"},
          "description": "transaction check-back URL (transactional produce)"},
         {"name": "answer", "in": "query", "schema": {"title": "AnswerForm", "type": "string", "enum": ["full", "summary"],
                                                      "default": "full"},
@@ -85,7 +85,7 @@ PRODUCE_DOC: dict[str, Any] = {
                     "properties": {
                         "messages": {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1},
                         "transactional": {"type": "boolean", "default": False},
-                        "check_url": {"anyOf": [{"type": "string", "pattern": "^https?://"}, {"type": "null"}],
+                        "check_url": {"anyOf": [{"type": "string", "pattern": "^https?://[^/?#\\s]+"}, {"type": "null"}],
                                       "description": "transaction check-back URL"},
                     },
                 },
@@ -114,10 +114,12 @@ PULL_DOC: dict[str, Any] = {
         _TOPIC,
         _QUEUE,
         {"name": "offset", "in": "query", "required": True, "schema": {"type": "integer", "minimum": 0}},
-        {"name": "max_messages", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 32},
-         "description": "capped at [limits] max_pull_messages_json / _arrow"},
+        {"name": "max_messages", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 32},
+         "description": "1 to [limits] max_pull_messages_json (an Arrow pull: max_pull_messages_arrow); "
+                        "outside is 400"},
         {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0},
-         "description": "long poll: hold the request up to this long when nothing is new"},
+         "description": "long poll: hold the request up to this long when nothing is new; at most [limits] "
+                        "max_wait_ms, more is 400"},
         {"name": "tags", "in": "query", "schema": {"type": "string"}, "description": "tag filter, e.g. A||B"},
         {"name": "filter", "in": "query", "schema": {"type": "string"},
          "description": "SQL92 property filter, e.g. a > 5 AND region IN ('eu','us'); 400 bad_filter names "

@@ -12,16 +12,18 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..auth.needs import CONTROL, OPEN, Cluster
 from ..broker import Broker
 from ..errors import NotReadyError
 from ..metrics import render_gauge
 from .errors import error_response
+from .guard import GuardedRoute, requires
 from .schemas import JsonBool, RequestBody
 
 __all__ = ["control_router", "router"]
 
-router = APIRouter(tags=["operations"])
-control_router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=GuardedRoute)
+control_router = APIRouter(tags=["operations"], route_class=GuardedRoute)
 
 
 class RetentionRequest(RequestBody):
@@ -35,11 +37,13 @@ def _broker(request: Request) -> Broker:
 
 
 @control_router.get("/healthz", summary="Liveness (200 while the process serves, even when overloaded)")
+@requires(OPEN)
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
 @control_router.get("/readyz", summary="Readiness: store open, services running, not overloaded")
+@requires(CONTROL)
 async def readyz(request: Request) -> Any:
     broker = _broker(request)
     if not broker.ready:
@@ -56,6 +60,7 @@ async def readyz(request: Request) -> Any:
 
 
 @control_router.get("/v1/broker", summary="Broker identity and store statistics")
+@requires(CONTROL)
 def broker_info(request: Request) -> dict[str, Any]:
     broker = _broker(request)
     s = broker.settings
@@ -93,6 +98,7 @@ def broker_info(request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/admin/retention", summary="Run CommitLog retention now")
+@requires(Cluster("Admin"))
 def run_retention(request: Request, body: RetentionRequest | None = None) -> dict[str, int]:
     """``force`` deletes every CommitLog segment but the active one, whatever its age."""
     force = body.force if body is not None else False
@@ -100,6 +106,7 @@ def run_retention(request: Request, body: RetentionRequest | None = None) -> dic
 
 
 @control_router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@requires(CONTROL)
 def metrics(request: Request) -> Response:
     broker = _broker(request)
     lines = broker.metrics.render()

@@ -22,18 +22,20 @@ from pydantic import Field
 
 from store import StoredMessage
 
-from ..protection.admission import TICKET_KEY, Ticket
+from ..auth.needs import Group, Topic
 from ..broker import Broker
 from ..errors import BadRequestError
 from ..model.filters import Predicate, compile_filter
 from ..model.pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
+from ..protection.admission import TICKET_KEY, Ticket
 from .groups import _check_group
+from .guard import GuardedRoute, check_topics, local_message, recheck, requires
 from .schemas import JsonInt, RequestBody
 from .wire import message_to_json
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["pop"])
+router = APIRouter(tags=["pop"], route_class=GuardedRoute)
 
 
 class PopRequest(RequestBody):
@@ -42,7 +44,7 @@ class PopRequest(RequestBody):
     topic: str
     max_messages: JsonInt = Field(default=32, ge=1, le=1000)
     invisible_ms: JsonInt = Field(default=60_000, ge=100)
-    wait_ms: JsonInt = Field(default=0, ge=0)
+    wait_ms: JsonInt = Field(default=0, ge=0, description="at most [limits] max_wait_ms; more is 400")
     filter: str | None = None
 
 
@@ -104,14 +106,19 @@ async def _wait_for_arrival(broker: Broker, keys: list[tuple[str, int]], seconds
 
 
 @router.post("/v1/groups/{group}/pop", summary="Pop messages of any queue of a topic, each with a receipt")
+@requires(Group("path:group", "Sub"), Topic("body:topic", "Sub", origins=True))
 async def pop(group: str, body: PopRequest, request: Request) -> dict[str, Any]:
+    """Messages of a %RETRY% / %DLQ% topic are answered only when the caller may Sub their origin topic."""
     broker = _broker(request)
     _check_group(group)
     _check_invisible(broker, body.invisible_ms)
+    top = broker.settings.limits.max_wait_ms
+    if body.wait_ms > top:
+        raise BadRequestError(f"wait_ms={body.wait_ms} is over the limit of {top} ms ([limits] max_wait_ms)")
     cfg = broker.topics.for_pull(body.topic)
     predicate: Predicate | None = compile_filter(body.filter) if body.filter else None
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + min(body.wait_ms, broker.settings.limits.max_wait_ms) / 1000
+    deadline = loop.time() + body.wait_ms / 1000
     keys = [(body.topic, q) for q in range(cfg.queues)] + [(RETRY_PREFIX + group, 0)]
     while True:
         items = await loop.run_in_executor(None, broker.pop.pop, group, body.topic, body.max_messages,
@@ -121,11 +128,14 @@ async def pop(group: str, body: PopRequest, request: Request) -> dict[str, Any]:
             break
         ticket: Ticket | None = request.scope.get(TICKET_KEY)
         with ticket.parked() if ticket is not None else contextlib.nullcontext():  # parked: no slot held
-            await _wait_for_arrival(broker, keys, min(remaining, 1.0))  # 1 s: also catches a filter's skips
+            await _wait_for_arrival(broker, keys, min(remaining, 0.5))  # also catches a filter's skips
+        recheck(request)  # a user removed while parked gets 401, not the data
+    check_topics(request, (m for _, _, m in items))  # a retried or dead message: its origin topic
     return {"messages": [_popped(ck, i, m) for ck, i, m in items]}
 
 
 @router.post("/v1/groups/{group}/ack", summary="Ack popped messages by receipt")
+@requires(Group("path:group", "Sub"), Topic("receipt:body.receipts", "Sub", origins=True))
 def ack(group: str, body: AckRequest, request: Request) -> dict[str, Any]:
     """Per receipt: OK, ALREADY_ACKED, or EXPIRED (its invisible time passed and it was redelivered)."""
     _check_group(group)
@@ -135,6 +145,7 @@ def ack(group: str, body: AckRequest, request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/groups/{group}/invisible", summary="Keep a popped message invisible for longer")
+@requires(Group("path:group", "Sub"), Topic("receipt:body.receipt", "Sub", origins=True))
 def change_invisible(group: str, body: InvisibleRequest, request: Request) -> dict[str, Any]:
     """The answer carries a new receipt; the old one no longer acks."""
     broker = _broker(request)
@@ -145,8 +156,10 @@ def change_invisible(group: str, body: InvisibleRequest, request: Request) -> di
 
 
 @router.post("/v1/groups/{group}/retry", summary="Send a pulled message back for a later retry (or the DLQ)")
+@requires(Group("path:group", "Sub"), Topic("message:body.msg_id", "Sub"))
 def retry(group: str, body: RetryRequest, request: Request) -> dict[str, Any]:
     broker = _broker(request)
     _check_group(group)
+    local_message(broker, body.msg_id)  # an id of another broker (or none) is 404, not another message
     status = broker.pop.retry(group, body.msg_id, body.delay_level)
     return {"status": status, "msg_id": body.msg_id}

@@ -21,12 +21,14 @@ from starlette.responses import Response
 from connectors import SqlError, SqlTimeoutError, is_truncated, run_sql
 from connectors.jsonrows import table_rows
 
+from ..auth.needs import Cluster
 from .errors import error_response
+from .guard import GuardedRoute, requires
 from .schemas import JsonInt, RequestBody
 
-__all__ = ["router", "SqlRequest"]
+__all__ = ["SqlRequest", "router"]
 
-router = APIRouter(tags=["sql"])
+router = APIRouter(tags=["sql"], route_class=GuardedRoute)
 
 
 class SqlRequest(RequestBody):
@@ -39,6 +41,7 @@ class SqlRequest(RequestBody):
 
 @router.post("/v1/sql", summary="Read-only SQL over the Delta mirror (`messages`) and the table topics",
              response_model=None)
+@requires(Cluster("Sub"))
 async def post_sql(body: SqlRequest, request: Request) -> dict[str, Any] | Response:
     mirror = getattr(request.app.state, "mirror", None)
     broker = request.app.state.broker

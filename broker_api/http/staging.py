@@ -13,25 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
 from fastapi import Request
 
 from ..broker import Broker
 from ..errors import BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
-from .wire import ARROW_STREAM
+from .guard import owner_of
+from .query import query_of
+from .wire import ARROW_STREAM, read_arrow
 
 __all__ = ["stage_raw", "wants_raw_staging"]
 
 
 def wants_raw_staging(request: Request) -> bool:
-    return request.query_params.get("staging") == "raw"
+    return query_of(request.scope).get("staging") == "raw"
 
 
 def _rows(raw: bytes, max_messages: int) -> int:
-    try:
-        table = pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise BadRequestError(f"request body is not an Arrow IPC stream ({exc})") from exc
+    table = read_arrow(raw)
     if "body" not in table.column_names:
         raise BadRequestError("the Arrow stream needs a 'body' column (binary or string)")
     if table.column("body").null_count:
@@ -47,5 +45,6 @@ async def stage_raw(request: Request, broker: Broker, topic: str, raw: bytes, tx
     if ctype != ARROW_STREAM:
         raise UnsupportedMediaTypeError(f"staging=raw takes {ARROW_STREAM} bodies, not {ctype!r}")
     rows = _rows(raw, broker.settings.limits.max_batch_messages)
-    tx_id = await broker.gate.run(broker.transactions.stage_raw, topic, raw, rows, tx_id, offload=True)
+    tx_id = await broker.gate.run(broker.transactions.stage_raw, topic, raw, rows, tx_id, owner_of(request),
+                                  offload=True)
     return {"status": "SEND_OK", "transaction_id": tx_id, "messages": rows}

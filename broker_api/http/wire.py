@@ -21,40 +21,48 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 import pyarrow as pa
 
 from store import DamagedRecord, DispatchBatch, StoredMessage, decode_properties
 
-from ..errors import BadJsonError, BadMessageError, BadRequestError, BatchTooLargeError, UnsupportedMediaTypeError
+from ..errors import (
+    BadJsonError,
+    BadMessageError,
+    BadRequestError,
+    BatchTooLargeError,
+    UnsupportedMediaTypeError,
+)
 
 __all__ = [
     "ARROW_STREAM",
     "JSON_TYPES",
-    "media_type",
-    "parse_json_object",
     "PULL_SCHEMA",
     "Draft",
-    "parse_json_produce",
-    "parse_arrow_produce",
-    "check_count",
-    "load_json_produce",
-    "plain_json_bodies",
-    "message_to_json",
     "batch_to_arrow",
-    "pull_schema",
     "batch_to_json",
-    "damaged_to_json",
+    "check_count",
     "damaged_header",
+    "damaged_to_json",
+    "load_json_produce",
+    "media_type",
+    "message_to_json",
+    "parse_arrow_produce",
+    "parse_json_object",
+    "parse_json_produce",
+    "plain_json_bodies",
+    "pull_schema",
+    "read_arrow",
 ]
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-# Content types whose body is read as JSON (produce and POST /v1/topics alike): curl -d sends
-# form-urlencoded, and no type at all is taken as JSON too.
-JSON_TYPES = ("application/json", "", "application/x-www-form-urlencoded", "text/plain")
+# Content types whose body is read as JSON (produce and POST /v1/topics alike): application/json, and
+# no type at all; a form or text body is 415 (curl -d needs -H 'Content-Type: application/json').
+JSON_TYPES = ("application/json", "")
 
 _TS = pa.timestamp("ms", tz="UTC")
 _PROPS = pa.map_(pa.string(), pa.string())
@@ -242,12 +250,26 @@ def _column(table: pa.Table, name: str) -> list[Any] | None:
     return table.column(name).to_pylist()
 
 
-def parse_arrow_produce(raw: bytes, max_messages: int) -> list[Draft]:
-    """Drafts from an Arrow IPC stream (see module docstring)."""
+def read_arrow(raw: bytes) -> pa.Table:
+    """An Arrow IPC stream body, its non-binary columns checked whole (a ``keys`` or ``tags`` string
+    that is not UTF-8 is 400, not an error deep in the parse)."""
     try:
         table = pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
+        for name, column in zip(table.column_names, table.columns):
+            if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+                try:
+                    column.validate(full=True)
+                except pa.ArrowInvalid as exc:
+                    raise BadRequestError(f"Arrow column {name!r} is invalid ({exc}); send valid UTF-8 "
+                                          "strings (or a binary column)") from exc
     except (pa.ArrowInvalid, OSError) as exc:
         raise BadRequestError(f"request body is not an Arrow IPC stream ({exc})") from exc
+    return table
+
+
+def parse_arrow_produce(raw: bytes, max_messages: int) -> list[Draft]:
+    """Drafts from an Arrow IPC stream (see module docstring)."""
+    table = read_arrow(raw)
     if "body" not in table.column_names:
         raise BadRequestError("the Arrow stream needs a 'body' column (binary or string)")
     check_count(table.num_rows, max_messages)

@@ -220,6 +220,12 @@ class PopService:
                 if ck.finished:
                     self._cks.pop(ck.offset, None)
 
+    def receipt_topics(self, group: str, receipts: list[str]) -> list[str]:
+        """The topics of the popped messages ``receipts`` name (unknown or other groups' ones: none)."""
+        with self._lock:
+            cks = [self._cks.get(parse_receipt(r)[0]) for r in receipts]
+            return sorted({ck.topic for ck in cks if ck is not None and ck.group == group})
+
     def ack(self, group: str, receipts: list[str]) -> list[str]:
         """Per receipt: OK, ALREADY_ACKED or EXPIRED (redelivered, or not a receipt of this group)."""
         for r in receipts:

@@ -99,7 +99,7 @@ def done_message(ck_offset: int, indices: list[int], why: str) -> Message:
 
 def parse_receipt(receipt: str) -> tuple[int, int, int]:
     """(checkpoint offset, index, pop time) of a receipt handle."""
-    if not isinstance(receipt, str) or not _RECEIPT.match(receipt):
+    if not isinstance(receipt, str) or not _RECEIPT.fullmatch(receipt):
         raise BadReceiptError(f"receipt {receipt!r} is not a receipt handle from POST /v1/groups/GROUP/pop "
                               "(<checkpoint>:<index>:<pop time>)")
     ck, i, pt = (int(x) for x in receipt.split(":"))

@@ -21,7 +21,7 @@ from typing import Any
 from connectors.errors import TableError
 from connectors.tables.spec import TableSpec
 
-from ..errors import TableNotFoundError, TablesDisabledError
+from ..errors import BadRequestError, TableNotFoundError, TablesDisabledError
 from ..metrics import render_gauge
 from ..settings.broker import BrokerSettings
 from .topics import TopicConfig, TopicManager
@@ -127,6 +127,9 @@ class TableManager:
         if not cfg.table.enabled:
             raise TableNotFoundError(f"topic {name!r} has no table (table mode 'off'); enable one with "
                                      f"PUT /v1/topics/{name} {{\"table\": {{\"mode\": \"typed\", ...}}}}")
+        if cfg.table.mode != "typed":  # a raw table takes every message: it has no dead letters
+            raise BadRequestError(f"topic {name!r} has a {cfg.table.mode} table, which has no dead-letter rows; "
+                                  "only a typed table (mode 'typed') has <topic>__dlq to replay")
         service = self._ensure_service()
         if service is None:
             raise TablesDisabledError(f"no table is written here: {self._why_not}")

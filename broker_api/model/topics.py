@@ -30,27 +30,48 @@ from ..errors import (
 )
 from ..jsonfile import read_json, write_json_atomic
 
-__all__ = ["TopicConfig", "TopicManager", "SYSTEM_PREFIX", "GROUP_TOPIC", "validate_topic_name", "PERMS",
-           "TOPIC_NAME_MAX", "TOPIC_NAME_PATTERN", "GROUP_NAME_MAX", "GROUP_NAME_PATTERN"]
+__all__ = [
+    "CLIENT_TOPIC_PATTERN",
+    "GROUP_NAME_MAX",
+    "GROUP_NAME_PATTERN",
+    "GROUP_NAME_RULE",
+    "GROUP_TOPIC",
+    "GROUP_TOPIC_RULE",
+    "PERMS",
+    "SYSTEM_PREFIX",
+    "TOPIC_NAME_MAX",
+    "TOPIC_NAME_PATTERN",
+    "TOPIC_NAME_RULE",
+    "TopicConfig",
+    "TopicManager",
+    "validate_topic_name",
+]
 
 SYSTEM_PREFIX = "RMQ_SYS_"
-_HIDDEN = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})  # the delay topics keep RocketMQ's own names
 PERMS = ("rw", "r", "w", "")
 TOPIC_NAME_MAX = 127
 # The name rules, also the OpenAPI document's patterns (broker_api/http/contract.py): one definition.
-TOPIC_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,%d}$" % (TOPIC_NAME_MAX - 1)
+# Code matches them whole (fullmatch: "name\n" is no name); the document's ``$`` is ECMA's (the end).
+TOPIC_NAME_RULE = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,%d}" % (TOPIC_NAME_MAX - 1)
+TOPIC_NAME_PATTERN = rf"^{TOPIC_NAME_RULE}$"
 GROUP_NAME_MAX = 120  # its %RETRY% / %DLQ% topic must fit in 127 bytes
-GROUP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.%%\-]{0,%d}$" % (GROUP_NAME_MAX - 1)
-_NAME = re.compile(TOPIC_NAME_PATTERN)
+GROUP_NAME_RULE = r"[A-Za-z0-9][A-Za-z0-9_.%%\-]{0,%d}" % (GROUP_NAME_MAX - 1)
+GROUP_NAME_PATTERN = rf"^{GROUP_NAME_RULE}$"
+RESERVED_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)
+# A client topic in the OpenAPI document: the rule without the reserved names and prefix.
+CLIENT_TOPIC_PATTERN = "^(?!%s|(?:%s)$)%s$" % (SYSTEM_PREFIX, "|".join(RESERVED_TOPICS), TOPIC_NAME_RULE)
+_NAME = re.compile(TOPIC_NAME_RULE)
 # A consumer group's retry and dead-letter topics (RocketMQ's names; created by the broker, read by pull).
-GROUP_TOPIC = re.compile(r"^%(RETRY|DLQ)%" + GROUP_NAME_PATTERN[1:])
+GROUP_TOPIC_RULE = r"%(?:RETRY|DLQ)%" + GROUP_NAME_RULE
+GROUP_TOPIC = re.compile(GROUP_TOPIC_RULE)
+_HIDDEN = frozenset(RESERVED_TOPICS)  # the delay topics keep RocketMQ's own names
 
 
 def validate_topic_name(name: str) -> None:
     """Raise BadTopicNameError unless ``name`` is a legal client topic name."""
-    if GROUP_TOPIC.match(name):
+    if GROUP_TOPIC.fullmatch(name):
         return
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise BadTopicNameError(
             f"topic name {name!r} is invalid; use 1-127 characters from A-Z a-z 0-9 _ . -, "
             "starting with a letter or digit"
@@ -215,7 +236,7 @@ class TopicManager:
 
     def ensure_group_topic(self, name: str) -> TopicConfig:
         """Create (once) a group's ``%RETRY%`` or ``%DLQ%`` topic: one queue, readable by pull."""
-        assert GROUP_TOPIC.match(name)
+        assert GROUP_TOPIC.fullmatch(name)
         return self._create(TopicConfig(name, 1, "rw"), True)
 
     def _create(self, cfg: TopicConfig, exist_ok: bool) -> TopicConfig:

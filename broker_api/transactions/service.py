@@ -91,6 +91,7 @@ class _Tx:
     checks: int = 0  # check-backs answered unknown or failed
     staged: bool = False  # messages in the spool (else: half messages in the CommitLog)
     raw: int = 0  # rows staged as Arrow bodies, parsed at commit
+    owner: str = ""  # the user who opened it ("" with [auth] off): only they (or a super user) use it
 
 
 class TransactionService(SinkBatches):
@@ -176,6 +177,7 @@ class TransactionService(SinkBatches):
             tx.raw += int(r.get("raw", 0))
             tx.staged = tx.staged or "staged" in r or "raw" in r
             tx.check_url, tx.topic = r.get("check_url") or tx.check_url, r.get("topic") or tx.topic
+            tx.owner = tx.owner or r.get("owner", "")
         elif op == "parsed":
             if r["tx"] in self._txs:
                 self._txs[r["tx"]].raw = 0
@@ -206,7 +208,7 @@ class TransactionService(SinkBatches):
     # -- half messages ---------------------------------------------------
 
     def add_halves(self, messages: list[Message], tx_id: str | None,
-                   check_url: str | None = None) -> tuple[str, list[PutResult]]:
+                   check_url: str | None = None, owner: str = "") -> tuple[str, list[PutResult]]:
         """Stage ``messages`` in a new (or the given open) transaction. With a ``check_url``
         an unended transaction is checked back (checkback.py) instead of timing out, and
         its messages are half messages in the CommitLog, where check-back reads them."""
@@ -216,7 +218,7 @@ class TransactionService(SinkBatches):
             tx = self._open_tx(tx_id) if tx_id is not None else None
             tx_id = tx_id or uuid.uuid4().hex
             now = _now_ms()
-            record: dict[str, Any] = {"op": "add", "tx": tx_id, "ts": now}
+            record: dict[str, Any] = {"op": "add", "tx": tx_id, "ts": now, "owner": owner}
             if (tx.staged if tx is not None else not check_url):
                 done = tx.messages if tx is not None else 0
                 marker = {TX_PROPERTY: tx_id}  # refused now what the commit could not append later
@@ -256,6 +258,12 @@ class TransactionService(SinkBatches):
                 f"transaction {tx_id!r} is unknown; it was never opened or was forgotten long ago"
             )
         return tx
+
+    def owner(self, tx_id: str) -> str:
+        """Who opened ``tx_id`` ("" when unknown or opened with [auth] off)."""
+        with self._lock:
+            tx = self._txs.get(tx_id)
+            return tx.owner if tx is not None else ""
 
     def describe(self, tx_id: str) -> dict[str, Any]:
         with self._lock:

@@ -61,7 +61,7 @@ class _Host(Protocol):
 class SinkBatches:
     """Sink batch commits and raw Arrow staging (mixed into TransactionService)."""
 
-    def stage_raw(self: _Host, topic: str, raw: bytes, rows: int, tx_id: str | None) -> str:
+    def stage_raw(self: _Host, topic: str, raw: bytes, rows: int, tx_id: str | None, owner: str = "") -> str:
         """Stage an unparsed Arrow body of ``rows`` messages for ``topic``; returns the tx id."""
         with self._lock:
             if tx_id is not None:
@@ -71,7 +71,7 @@ class SinkBatches:
                                                 "raw Arrow bodies in a transaction of their own")
             tx_id = tx_id or uuid.uuid4().hex
             self._spool.append_raw(tx_id, topic, raw)
-            self._log({"op": "add", "tx": tx_id, "ts": int(time.time() * 1000), "raw": rows})
+            self._log({"op": "add", "tx": tx_id, "ts": int(time.time() * 1000), "raw": rows, "owner": owner})
             return tx_id
 
     def prepare_raw(self: _Host, txs: list[Any], parse: Parser | None, columns: ColumnParser | None = None) -> None:

@@ -154,7 +154,9 @@ def test_tag_filter_and_offset_statuses(client: httpx.Client) -> None:
 def test_pull_page_sizes_are_capped(client: httpx.Client) -> None:
     _produce(client, "capped", [{"body": "x", "queue_id": 0} for _ in range(1200)])
     assert len(_pull(client, "capped", 0, 0)["messages"]) == 32
-    assert len(_pull(client, "capped", 0, 0, max_messages=5000)["messages"]) == 1000
+    assert len(_pull(client, "capped", 0, 0, max_messages=1000)["messages"]) == 1000
+    over = client.get("/v1/topics/capped/queues/0/messages", params={"offset": 0, "max_messages": 5000})
+    assert over.status_code == 400 and "max_pull_messages_json" in over.json()["message"]  # past the cap: 400
 
 
 def test_lookup_by_id_key_and_time(client: httpx.Client) -> None:
