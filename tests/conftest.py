@@ -3,14 +3,17 @@
 * ``spark``: one SparkSession (local[2]) for the whole test session, with
   delta-spark's jars (``connectors.spark_view.with_delta``; Ivy caches them
   in ``~/.cache/sparkmq/ivy``); workers run the interpreter that runs the tests.
-* ``free_port``: a free TCP port on 127.0.0.1.
+* ``free_port``: a free TCP port on 127.0.0.1 (from this worker's own range under xdist).
+
+Under pytest-xdist (``-n auto --dist loadgroup`` in pyproject.toml) the tests
+that share a SparkSession or a server wider than one test run on one worker,
+as one work unit (see ``pytest_collection_modifyitems``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,13 +23,43 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.procs import free_port as _free_port
 from tests.procs import stop_process
 
+_MAX_WORKERS = 4  # each worker may hold a SparkSession (a JVM with a 1 GiB heap)
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: 2 to 4 workers for a run over directories (the README's command); none when
+    only test files or test ids are named (a quick check of one file needs no workers)."""
+    asked = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if asked:
+        return int(asked)
+    if all(Path(arg.split("::")[0]).is_file() for arg in config.args):
+        return 0
+    return max(2, min(_MAX_WORKERS, os.cpu_count() or 1))
+
+
+def _work_unit(item: pytest.Item) -> str | None:
+    """The xdist group of a test that shares something wider than itself: "spark" for the
+    SparkSession (one JVM per run, and two Spark jobs never fight over the 2 cores), else the
+    conftest or module defining a module/package/session-scoped server it uses."""
+    if "spark" in item.fixturenames:
+        return "spark"
+    info = getattr(item, "_fixtureinfo", None)
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if defs and defs[-1].scope != "function" and defs[-1].baseid:  # plugins' fixtures have no baseid
+            return defs[-1].baseid
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker appends "@group" to the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (unit := _work_unit(item)):
+            item.add_marker(pytest.mark.xdist_group(unit))
 
 
 @pytest.fixture
@@ -53,7 +86,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     from connectors.spark_view import with_delta
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")  # per xdist worker: its own basetemp
+    local_dir = tmp_path_factory.mktemp("spark-local")
     builder = (
         SparkSession.builder.master("local[2]")
         .appName("sparkmq-tests")
@@ -61,6 +95,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.databricks.delta.snapshotPartitions", "2")  # Delta's log replay: 2 tasks, not 50
         .config("spark.ui.enabled", "false")
         .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.local.dir", str(local_dir))  # shuffle and block files: not shared with another worker
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.streaming.stopTimeout", "30s")

@@ -36,7 +36,7 @@ class NamesrvProcess:
         self._env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 30.0) -> NamesrvProcess:
+    def start(self, timeout_s: float = 60.0) -> NamesrvProcess:  # as a broker: a loaded machine imports slowly
         cmd = [sys.executable, "-m", "broker_api", "namesrv", "--host", "127.0.0.1", "--port", str(self.port)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT)
