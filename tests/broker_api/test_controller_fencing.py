@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -46,3 +48,23 @@ def test_an_async_master_that_loses_its_controller_stops_taking_writes_and_resum
         controller.start()
     assert wait_for(lambda: send(master.url, ["b"]) == "SEND_OK", 30, "writes after the controller is back")
     assert group(controller)["master_epoch"] == 1  # no election happened
+
+
+def test_a_paused_master_that_was_replaced_refuses_writes_at_once_and_becomes_a_slave_in_place(
+        broker_factory: Callable[..., Any], controller: NamesrvProcess) -> None:  # noqa: F811
+    master, slave = start_group(broker_factory, controller, "async_master")
+    assert send(master.url, ["before"]) == "SEND_OK"
+    assert master.proc is not None
+    pid = master.proc.pid
+    os.kill(pid, signal.SIGSTOP)  # a long GC pause, as far as the controller can tell
+    try:
+        wait_for(lambda: group(controller)["master_epoch"] == 2, 20, "the slave's election")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    r = _produce(master.url)  # the first request after the pause
+    assert r.status_code in (403, 503), r.text
+    wait_for(lambda: httpx.get(master.url + "/v1/broker", timeout=5).json()["ha"]["role"] == "slave", 20,
+             "the old master to follow the new one")
+    assert _produce(master.url).status_code == 403
+    assert send(slave.url, ["after"]) in ("SEND_OK", "SLAVE_NOT_AVAILABLE")
+    wait_for(lambda: len(group(controller)["sync_state_set"]) == 2, 30, "the old master to rejoin the set")
