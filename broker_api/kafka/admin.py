@@ -28,7 +28,9 @@ async def create_topics(ctx: KafkaContext, req: Request) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": t.name, "topic_id": uuid.UUID(int=0), "error_code": 0,
                                  "error_message": None, "num_partitions": queues, "replication_factor": 1,
                                  "configs": []}
-        if not kafka_topic_ok(t.name):
+        if not ctx.allowed(req.session, f"Cluster:{ctx.node.cluster_id}", "Admin"):
+            entry.update(error_code=ErrorCode.topic_authorization_failed, error_message="Cluster Admin is not granted")
+        elif not kafka_topic_ok(t.name):
             entry.update(error_code=ErrorCode.invalid_topic_exception, error_message="invalid topic name")
         elif ctx.broker.topics.exists(t.name):
             entry.update(error_code=ErrorCode.topic_already_exists, error_message=f"topic {t.name!r} exists")
@@ -49,7 +51,9 @@ async def delete_topics(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     out = []
     for name in names:
         entry: dict[str, Any] = {"name": name, "topic_id": uuid.UUID(int=0), "error_code": 0, "error_message": None}
-        if name is None or not kafka_topic_ok(name) or not ctx.broker.topics.exists(name):
+        if not ctx.allowed(req.session, f"Cluster:{ctx.node.cluster_id}", "Admin"):
+            entry.update(error_code=ErrorCode.topic_authorization_failed, error_message="Cluster Admin is not granted")
+        elif name is None or not kafka_topic_ok(name) or not ctx.broker.topics.exists(name):
             entry.update(error_code=ErrorCode.unknown_topic_or_partition, error_message="no such topic")
         else:
             try:

@@ -23,7 +23,7 @@ import io
 import struct
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
@@ -58,11 +58,13 @@ API_VERSIONS: dict[int, tuple[int, int, int]] = {
     14: (0, 0, 5),     # SyncGroup
     15: (0, 0, 5),     # DescribeGroups
     16: (0, 0, 4),     # ListGroups
+    17: (0, 1, 1),     # SaslHandshake (v0's unframed tokens are not served)
     18: (0, 0, 3),     # ApiVersions
     19: (0, 2, 7),     # CreateTopics
     20: (0, 1, 6),     # DeleteTopics
     22: (0, 0, 4),     # InitProducerId
     32: (0, 1, 4),     # DescribeConfigs
+    36: (0, 0, 2),     # SaslAuthenticate
     60: (0, 0, 1),     # DescribeCluster
 }
 
@@ -80,6 +82,7 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    session: dict[str, Any] = field(default_factory=dict)  # the connection's state (its SASL principal)
 
 
 def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
@@ -90,7 +93,7 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return int(key), int(version), int(correlation)
 
 
-def decode_request(frame: bytes | memoryview) -> Request:
+def decode_request(frame: bytes | memoryview, session: dict[str, Any] | None = None) -> Request:
     """The request in ``frame`` (the bytes after the size prefix); KafkaProtocolError if it cannot be read."""
     key, version, _ = peek_header(frame)
     try:
@@ -102,7 +105,7 @@ def decode_request(frame: bytes | memoryview) -> Request:
         body, _ = entity_reader(cls)(frame, used)
     except Exception as exc:  # kio raises plain errors on short or garbled input
         raise KafkaProtocolError(f"malformed request (api key {key} v{version}): {exc}") from exc
-    return Request(key, version, header.correlation_id, header.client_id, body)
+    return Request(key, version, header.correlation_id, header.client_id, body, {} if session is None else session)
 
 
 def response_class(api_key: int, version: int) -> type:

@@ -57,6 +57,7 @@ class KafkaContext:
     node: Node
     sequences: dict[tuple[int, str, int], _Sequence] = field(default_factory=dict)
     coordinator: Any = None  # the group coordinator (groups.py), set by the listener
+    sasl: Any = None  # the SASL/PLAIN gate (sasl.py), set by the listener
     _next_producer_id: int = field(default_factory=lambda: int(time.time() * 1000) << 8)
 
     def new_producer_id(self) -> int:
@@ -67,6 +68,13 @@ class KafkaContext:
     def kafka_topics(self) -> list[TopicConfig]:
         """Topics Kafka clients see: not system topics, and only names Kafka accepts."""
         return [t for t in self.broker.topics.list() if kafka_topic_ok(t.name)]
+
+    def allowed(self, session: dict[str, Any], resource: str, action: str) -> bool:
+        """Whether the connection's user may do ``action`` on ``resource`` (always, with [auth] off)."""
+        return self.sasl is None or self.sasl.allowed(session.get("principal"), resource, action)
+
+    def topic_allowed(self, session: dict[str, Any], topic: str, action: str) -> bool:
+        return self.allowed(session, f"Topic:{topic}", action)
 
     def sequence(self, producer_id: int, topic: str, partition: int, epoch: int) -> _Sequence:
         key = (producer_id, topic, partition)

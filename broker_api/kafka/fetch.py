@@ -54,12 +54,14 @@ def page_batch(page: Any) -> bytes:
     return w.finish()
 
 
-def _read(ctx: KafkaContext, topic: str, part: Any, limit: int) -> dict[str, Any]:
+def _read(ctx: KafkaContext, topic: str, part: Any, limit: int, session: dict[str, Any]) -> dict[str, Any]:
     """One partition's answer: its error, offsets and records."""
     index = part.partition
     entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "high_watermark": -1,
                              "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": [],
                              "preferred_read_replica": -1, "records": b""}
+    if not ctx.topic_allowed(session, topic, "Sub"):
+        return {**entry, "error_code": ErrorCode.topic_authorization_failed}
     if not has_partition(ctx, topic, index):
         return {**entry, "error_code": ErrorCode.unknown_topic_or_partition}
     lo, hi = ctx.broker.queue_range(topic, index)
@@ -78,14 +80,14 @@ def _read(ctx: KafkaContext, topic: str, part: Any, limit: int) -> dict[str, Any
     return {**entry, "records": page_batch(page)}
 
 
-def _read_all(ctx: KafkaContext, req: Any) -> tuple[list[dict[str, Any]], int]:
+def _read_all(ctx: KafkaContext, req: Any, session: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     budget = req.max_bytes if getattr(req, "max_bytes", None) is not None else 50 << 20
     topics, total = [], 0
     for t in req.topics:
         parts = []
         for p in t.partitions:
             limit = min(p.partition_max_bytes, budget - total) if total else p.partition_max_bytes
-            entry = _read(ctx, t.topic, p, limit)
+            entry = _read(ctx, t.topic, p, limit, session)
             total += len(entry["records"])
             parts.append(entry)
         topics.append({"topic": t.topic, "partitions": parts})
@@ -96,11 +98,11 @@ async def fetch(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     body = req.body
     deadline = time.monotonic() + millis(body.max_wait) / 1000
     min_bytes = max(1, body.min_bytes)
-    topics, total = _read_all(ctx, body)
+    topics, total = _read_all(ctx, body, req.session)
     while total < min_bytes and not _has_error(topics) and time.monotonic() < deadline:
         if not await _wait(ctx, body, deadline - time.monotonic()):
             break
-        topics, total = _read_all(ctx, body)
+        topics, total = _read_all(ctx, body, req.session)
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
 

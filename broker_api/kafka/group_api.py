@@ -15,6 +15,13 @@ from .handlers import has_partition
 __all__ = ["GROUP_HANDLERS"]
 
 
+_DENIED = ErrorCode.group_authorization_failed
+
+
+def _denied(ctx: KafkaContext, req: Request, group: str) -> bool:
+    return not ctx.allowed(req.session, f"Group:{group}", "Sub")
+
+
 def _coordinator(ctx: KafkaContext) -> GroupCoordinator:
     assert ctx.coordinator is not None
     return ctx.coordinator  # type: ignore[no-any-return]
@@ -33,6 +40,8 @@ async def join_group(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     b = req.body
     coord = _coordinator(ctx)
     member_id = b.member_id
+    if _denied(ctx, req, b.group_id):
+        return {"error_code": _DENIED, "generation_id": -1, "leader": "", "member_id": member_id, "members": []}
     known = bool(member_id)
     if not known:
         member_id = coord.new_member_id(req.client_id or "")
@@ -49,6 +58,8 @@ async def join_group(ctx: KafkaContext, req: Request) -> dict[str, Any]:
 
 async def sync_group(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     b = req.body
+    if _denied(ctx, req, b.group_id):
+        return {"throttle_time": 0, "error_code": _DENIED, "assignment": b""}
     assignments = {a.member_id: bytes(a.assignment) for a in b.assignments}
     error, assignment, group = await _coordinator(ctx).sync(b.group_id, b.member_id, b.generation_id, assignments)
     return {"throttle_time": 0, "error_code": error, "assignment": assignment,
@@ -58,6 +69,8 @@ async def sync_group(ctx: KafkaContext, req: Request) -> dict[str, Any]:
 
 async def heartbeat(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     b = req.body
+    if _denied(ctx, req, b.group_id):
+        return {"throttle_time": 0, "error_code": _DENIED}
     return {"throttle_time": 0, "error_code": _coordinator(ctx).check(b.group_id, b.member_id, b.generation_id)}
 
 
@@ -65,6 +78,8 @@ async def leave_group(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     b = req.body
     members = getattr(b, "members", None)
     ids = [m.member_id for m in members] if members is not None else [b.member_id]
+    if _denied(ctx, req, b.group_id):
+        return {"throttle_time": 0, "error_code": _DENIED, "members": []}
     result = _coordinator(ctx).leave(b.group_id, ids)
     if members is None:
         return {"throttle_time": 0, "error_code": result[b.member_id]}
@@ -77,7 +92,9 @@ async def offset_commit(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     b = req.body
     generation = getattr(b, "generation_id_or_member_epoch", getattr(b, "generation_id", -1))
     error = ErrorCode.none
-    if generation >= 0 or b.member_id:
+    if _denied(ctx, req, b.group_id):
+        error = _DENIED
+    elif generation >= 0 or b.member_id:
         error = _coordinator(ctx).check(b.group_id, b.member_id, generation)
         error = ErrorCode.none if error == ErrorCode.rebalance_in_progress else error
     topics = []
@@ -116,8 +133,11 @@ async def offset_fetch(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     groups = getattr(b, "groups", None)
     if groups is not None:  # v8+: several groups at once
         return {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "topics": [], "error_code": _DENIED} if _denied(ctx, req, g.group_id) else
             {"group_id": g.group_id, "topics": _fetch_offsets(ctx, g.group_id, g.topics), "error_code": 0}
             for g in groups]}
+    if _denied(ctx, req, b.group_id):
+        return {"throttle_time": 0, "error_code": _DENIED, "topics": []}
     return {"throttle_time": 0, "error_code": 0, "topics": _fetch_offsets(ctx, b.group_id, b.topics)}
 
 
@@ -136,6 +156,10 @@ async def describe_groups(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     coord = _coordinator(ctx)
     out = []
     for name in req.body.groups:
+        if _denied(ctx, req, name):
+            out.append({"error_code": _DENIED, "group_id": name, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": [], "authorized_operations": -2147483648})
+            continue
         g = coord.groups.get(name)
         if g is None:
             state = "Empty" if ctx.broker.groups.exists(name) else "Dead"

@@ -92,7 +92,9 @@ async def list_offsets(ctx: KafkaContext, req: Request) -> dict[str, Any]:
         for p in t.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "leader_epoch": -1,
                                      "timestamp": -1, "offset": -1, "error_code": 0}
-            if not _has_partition(ctx, t.name, p.partition_index):
+            if not ctx.topic_allowed(req.session, t.name, "Sub"):
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+            elif not _has_partition(ctx, t.name, p.partition_index):
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
                 entry["offset"], entry["timestamp"] = offset_for(ctx, t.name, p.partition_index, p.timestamp)

@@ -54,6 +54,10 @@ async def produce(ctx: KafkaContext, req: Request) -> dict[str, Any] | None:
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for t in body.topic_data:
         for p in t.partition_data:
+            if not ctx.topic_allowed(req.session, t.name, "Pub"):
+                out[(t.name, p.index)] = _part(p.index, ErrorCode.topic_authorization_failed,
+                                               f"Topic:{t.name} Pub is not granted")
+                continue
             out[(t.name, p.index)] = await _partition(ctx, t.name, p.index, p.records or b"", body.acks)
     return None if body.acks == 0 else _answer(body, out)
 

@@ -26,6 +26,7 @@ from .group_api import GROUP_HANDLERS
 from .groups import GroupCoordinator
 from .handlers import api_versions, api_versions_answer, init_producer_id, list_offsets, metadata
 from .produce import produce
+from .sasl import PRE_AUTH_KEYS, SASL_HANDLERS, SaslGate
 
 __all__ = ["KafkaListener"]
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[KafkaContext, Request], Awaitable[dict[str, Any] | None]]
 HANDLERS: dict[int, Handler] = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions,
-                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS}
+                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS, **SASL_HANDLERS}
 _STOP_TIMEOUT_S = 5.0
 
 
@@ -75,6 +76,7 @@ class KafkaListener:
         node = Node(s.broker.broker_id, advertised, port, s.broker.cluster)
         self.ctx = KafkaContext(self.broker, self.config, node)
         self.ctx.coordinator = GroupCoordinator(self.ctx)
+        self.ctx.sasl = SaslGate(s)
         self.address = f"{host}:{port}"
         log.info("kafka listener on %s (advertised as %s:%d)", self.address, advertised, port)
         return self.address
@@ -99,12 +101,13 @@ class KafkaListener:
         assert task is not None
         self._conns.add(task)
         peer = writer.get_extra_info("peername")
+        session: dict[str, Any] = {}
         try:
             while True:
                 frame = await self._frame(reader, peer)
                 if frame is None:
                     break
-                answer = await self._answer(frame, peer)
+                answer = await self._answer(frame, peer, session)
                 if answer is None:
                     continue
                 writer.write(answer)
@@ -130,8 +133,11 @@ class KafkaListener:
                                    "([kafka] max_frame_bytes)")
         return await reader.readexactly(size)
 
-    async def _answer(self, frame: bytes, peer: Any) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: Any, session: dict[str, Any]) -> bytes | None:
         key, version, correlation = peek_header(frame)
+        assert self.ctx is not None
+        if self.ctx.sasl.enabled and "principal" not in session and key not in PRE_AUTH_KEYS:
+            raise _CloseConnection(f"api key {key} before SASL authentication ([auth] is on: use SASL/PLAIN)")
         served = API_VERSIONS.get(key)
         if served is None:
             raise _CloseConnection(f"api key {key} is not served")
@@ -141,11 +147,10 @@ class KafkaListener:
                     served[1], served[2])
             return _error(key, version, correlation, ErrorCode.unsupported_version)
         try:
-            req = decode_request(frame)
+            req = decode_request(frame, session)
         except KafkaProtocolError as exc:
             log.warning("kafka: malformed request from %s: %s", peer, exc)
             return _error(key, version, correlation, ErrorCode.invalid_request)
-        assert self.ctx is not None
         try:
             body = await HANDLERS[key](self.ctx, req)
             if body is None:
