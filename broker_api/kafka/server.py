@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,7 +71,7 @@ class KafkaListener:
     async def _open(self) -> str:
         s = self.broker.settings
         host = self.config.host or s.broker.host
-        self._server = await asyncio.start_server(self._serve, host, self.config.port)
+        self._server = await asyncio.start_server(self._serve, host, self.config.port, ssl=_tls(s))
         port = self._server.sockets[0].getsockname()[1]
         advertised = self.config.advertised_host or s.advertised_host()
         node = Node(s.broker.broker_id, advertised, port, s.broker.cluster)
@@ -159,6 +160,15 @@ class KafkaListener:
         except Exception:
             log.exception("kafka: api key %d v%d from %s failed", key, version, peer)
             return _error(key, version, correlation, ErrorCode.unknown_server_error)
+
+
+def _tls(settings: Any) -> ssl.SSLContext | None:
+    """With ``[tls]`` certificates the Kafka port is TLS too (clients: security.protocol SSL or SASL_SSL)."""
+    if not settings.tls.enabled:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls.certfile, settings.tls.keyfile)
+    return context
 
 
 class _CloseConnection(KafkaProtocolError):
