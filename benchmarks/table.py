@@ -1,8 +1,8 @@
-"""The benchmark table: one row per measure, as markdown (stdout and the README) and JSON.
+"""The benchmark table: one row per measure, as markdown (stdout and docs/benchmarks.md) and JSON.
 
 Columns: what, the command that reproduces the row, the figure, the peer's
 figure measured in the same run, the ratio, the target from the issues, and
-the machine.  :func:`rewrite_block` replaces what lies between the README's
+the machine.  :func:`rewrite_block` replaces what lies between the page's
 ``<!-- generated:bench start -->`` and ``<!-- generated:bench end -->``.
 """
 

@@ -36,6 +36,8 @@ __all__ = ["main_socket", "serve"]
 # The GIL is handed between threads every 1 ms instead of 5 ms, so the event loop gets it back
 # soon after the reput thread (or a write-pool put) took it: a woken long poll waits less.
 _SWITCH_INTERVAL_S = 0.001
+# The manual the ready line names: the documentation site built from the clone's docs/.
+DOCS_SITE = "docs/ in the clone (pip install -e '.[docs]' && mkdocs serve)"
 
 
 def tune_runtime(settings: BrokerSettings) -> None:
@@ -121,9 +123,11 @@ class _Server(uvicorn.Server):
             bound = memory_bound_bytes(self._settings) >> 20
             kafka = self._broker.kafka
             control += f"; kafka listener on {kafka.address}" if kafka is not None else ""
+            url = f"{scheme}://{host}:{port}"
             print(
-                f"sparkmq broker {b.name} ready on {scheme}://{host}:{port} (data in {self._settings.data_path.resolve()})"
-                f"{control}; anonymous memory bound ~{bound} MiB with 1000 connections ([server] *_inflight_bytes)",
+                f"sparkmq broker {b.name} ready on {url} (data in {self._settings.data_path.resolve()})"
+                f"{control}; anonymous memory bound ~{bound} MiB with 1000 connections ([server] *_inflight_bytes)"
+                f"; console: {url}/console, API: {url}/docs, manual: {DOCS_SITE}",
                 flush=True,
             )
 

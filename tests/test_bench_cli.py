@@ -1,4 +1,4 @@
-"""``sparkmq bench``: the table on stdout, the JSON file, the README block, clear failures.
+"""``sparkmq bench``: the table on stdout, the JSON file, the benchmarks page's block, clear failures.
 
 The suite runs for real (``--quick`` sizes) as a subprocess of ``python -m
 broker_api bench`` with ``TMPDIR`` inside ``tmp_path``, so every broker,
@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks.table import BEGIN, END
 
 REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
+PAGE = REPO / "docs" / "benchmarks.md"
 AREAS = ("store", "broker", "spark", "mirror")
 FIGURE = re.compile(r"^-?[\d,]+(\.\d+)? \S+$")
 
@@ -57,9 +57,9 @@ def _processes_mentioning(text: str) -> list[str]:
 
 def test_quick_run_prints_table_writes_json_and_rewrites_only_the_readme_block(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
-    shutil.copy(README, readme)
+    shutil.copy(PAGE, readme)
     original = readme.read_text(encoding="utf-8")
-    out = _bench(["--quick", "--only", "store,broker", "--json", "results.json", "--readme", str(readme)], tmp_path)
+    out = _bench(["--quick", "--only", "store,broker", "--json", "results.json", "--docs", str(readme)], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
 
     rows = _table_rows(out.stdout)
@@ -101,12 +101,12 @@ def test_a_failing_benchmark_is_one_error_line_and_leaves_the_readme_alone(tmp_p
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{BEGIN}\nold table\n{END}\noutro\n")
     # An invalid setting in the environment makes the benchmark's broker refuse to start.
-    out = _bench(["--quick", "--only", "broker", "--readme", str(readme)], tmp_path,
+    out = _bench(["--quick", "--only", "broker", "--docs", str(readme)], tmp_path,
                  SPARKMQ_BROKER__DEFAULT_QUEUES="many")
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     # the first benchmark of the broker area to start a broker names itself (which one is the suite's order)
-    assert re.match(r"error: benchmark '\w+' failed: exit status 1: ", last) and "README left unchanged" in last
+    assert re.match(r"error: benchmark '\w+' failed: exit status 1: ", last) and "left unchanged" in last
     log = Path(re.search(r"\(log: (\S+)\)", last).group(1))
     assert log.exists() and "Traceback" in log.read_text()
     assert readme.read_text() == f"intro\n{BEGIN}\nold table\n{END}\noutro\n"
@@ -121,7 +121,7 @@ def test_bad_options_fail_before_anything_runs(tmp_path: Path) -> None:
          "choose from store,broker,spark,mirror (the default) and kafka (opt-in)")]
     plain = tmp_path / "NOTES.md"
     plain.write_text("no markers here\n")
-    out = _bench(["--only", "store", "--readme", str(plain)], tmp_path, timeout_s=60)
+    out = _bench(["--only", "store", "--docs", str(plain)], tmp_path, timeout_s=60)
     assert out.returncode == 1 and "has no '<!-- generated:bench start -->'" in out.stderr
     assert not (tmp_path / "bench-results.json").exists()
 
@@ -133,7 +133,7 @@ def test_kafka_is_an_opt_in_area_outside_the_default_run(tmp_path: Path) -> None
     assert "[default: store,broker,spark,mirror]" in help_text
     plain = tmp_path / "NOTES.md"
     plain.write_text("no markers here\n")
-    out = _bench(["--only", "kafka", "--readme", str(plain)], tmp_path, timeout_s=60)
+    out = _bench(["--only", "kafka", "--docs", str(plain)], tmp_path, timeout_s=60)
     assert out.returncode == 1 and "unknown benchmark" not in out.stderr
     assert "has no '<!-- generated:bench start -->'" in out.stderr  # it got as far as checking the README
 
@@ -160,13 +160,13 @@ def test_missing_redis_is_a_skipped_peer_not_a_failure(tmp_path: Path) -> None:
     assert _processes_mentioning(str(tmp_path)) == []
 
 
-def test_readme_bench_block_holds_a_full_run_of_every_area() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_pages_bench_block_holds_a_full_run_of_every_area() -> None:
+    text = PAGE.read_text(encoding="utf-8")
     assert BEGIN in text and END in text
     block = text.split(BEGIN)[1].split(END)[0]
     rows = _table_rows(block)
     assert {_area(r[1]) for r in rows} == set(AREAS)
-    assert not any("--quick" in r[1] for r in rows), "the README table must come from a full run"
+    assert not any("--quick" in r[1] for r in rows), "the benchmarks page's table must come from a full run"
     assert all(FIGURE.match(r[2]) for r in rows)
 
 

@@ -1,4 +1,5 @@
-"""The configuration reference (README block, conf/*.toml) is generated from the settings models and current."""
+"""The configuration reference (docs/reference/configuration.md, conf/*.toml) is generated from the settings models
+and current."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ from connectors import MirrorConfig
 from store import StoreConfig
 
 REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "docs" / "reference" / "configuration.md"
 
 
-def _readme_block() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, f"README.md lost its {BEGIN} / {END} markers"
+def _page_block() -> str:
+    text = PAGE.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, f"{PAGE} lost its {BEGIN} / {END} markers"
     return text.split(BEGIN, 1)[1].split(END, 1)[0]
 
 
@@ -40,10 +42,15 @@ def _subsections(block: str) -> dict[str, str]:
     return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
-def test_readme_reference_is_current() -> None:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_reference_page_is_current() -> None:
+    text = PAGE.read_text(encoding="utf-8")
     assert replace_block(text, render_markdown()) == text, (
-        f"the configuration reference in README.md is stale; regenerate it with `{REGENERATE}`")
+        f"docs/reference/configuration.md is stale; regenerate it with `{REGENERATE}`")
+
+
+def test_the_readme_no_longer_holds_the_reference() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert BEGIN not in readme and "docs/reference/configuration.md" in readme
 
 
 @pytest.mark.parametrize("server", ["broker", "namesrv"])
@@ -54,22 +61,22 @@ def test_conf_toml_files_are_current(server: str) -> None:
 
 
 def test_every_field_of_every_section_appears_with_its_env_var() -> None:
-    sections = _subsections(_readme_block())
+    sections = _subsections(_page_block())
     expected: dict[str, list[str]] = {
         f"Broker `[{name}]`": list(field.annotation.model_fields)  # type: ignore[union-attr]
         for name, field in BrokerSettings.model_fields.items()
     }
     assert set(BrokerSettings.model_fields) == {"broker", "limits", "fast_failure", "server", "groups",
-                                                "protection", "transactions", "pop", "delay", "store", "mirror", "ha",
+                                                "protection", "transactions", "pop", "delay", "store", "mirror", "ha", "kafka",
                                                 "tls", "auth", "tables", "runtime"}
     # the sections generated from the dataclasses carry every dataclass field
     assert expected["Broker `[store]`"] == [f.name for f in dataclasses.fields(StoreConfig)]
     assert expected["Broker `[mirror]`"] == [f.name for f in dataclasses.fields(MirrorConfig)]
     for heading, keys in expected.items():
         section = heading.split("[")[1].rstrip("]`").upper()
-        assert heading in sections, f"README reference has no {heading} section; regenerate with `{REGENERATE}`"
+        assert heading in sections, f"reference page has no {heading} section; regenerate with `{REGENERATE}`"
         for key in keys:
-            assert f"| `{key}` |" in sections[heading], f"{heading} {key} missing from the README reference"
+            assert f"| `{key}` |" in sections[heading], f"{heading} {key} missing from the reference page"
             assert f"`SPARKMQ_{section}__{key.upper()}`" in sections[heading]
     namesrv = next(body for heading, body in sections.items() if heading.startswith("NameServer"))
     for key in NamesrvSettings.model_fields:
@@ -77,7 +84,7 @@ def test_every_field_of_every_section_appears_with_its_env_var() -> None:
 
 
 def test_every_row_has_a_type_a_default_and_a_description() -> None:
-    rows = [line for line in _readme_block().splitlines() if line.startswith("| `")]
+    rows = [line for line in _page_block().splitlines() if line.startswith("| `")]
     assert len(rows) == sum(len(f.annotation.model_fields)  # type: ignore[union-attr]
                             for f in BrokerSettings.model_fields.values()) + len(NamesrvSettings.model_fields)
     for row in rows:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .tour import TOUR_PORTS, Tour, parse_tour, find_missing
+from .tour import TOUR_PORTS, Tour, parse_tour, find_missing, python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -94,16 +94,28 @@ def test_readme_links_point_at_headings_and_files_that_exist() -> None:
     assert len(targets) >= 5
     for target in targets:
         assert target in anchors, f"README link #{target} has no heading"
+    pages = re.findall(r"\]\((docs/[\w./-]+\.md)(?:#[^)]*)?\)", body)
+    assert len(pages) >= 10  # where each kind of user goes next
+    for page in pages:
+        assert (ROOT / page).is_file(), f"README links {page}, which does not exist"
     for path in re.findall(r"`((?:notebooks|benchmarks|tests|conf)/[\w./-]+\.(?:ipynb|py|toml))`", README):
         assert (ROOT / path).exists(), f"README names {path}, which does not exist"
 
 
+def test_readme_is_short_and_points_nowhere_outside_the_clone() -> None:
+    assert len(README.splitlines()) <= 300
+    assert "python -m pip install -e '.[test]' && python -m pytest -q" in README  # .ci/run runs it
+    assert "python -m pip install -e . && sparkmq serve" in README
+    for gone in ("../shared", "seeds/", "load average", "What changed", "Left to do", "before and after"):
+        assert gone not in README, gone
+    tour = README[README.index("<!-- section:tour -->"):README.index("<!-- /section:tour -->")]
+    assert "](" not in tour.replace("](#", "")  # the site includes the tour: no README-relative links in it
+
+
 def test_the_store_example_runs_as_pasted(tmp_path: Path) -> None:
-    """The embeddable-store example of the README, run verbatim in a fresh directory."""
-    section = README[README.index("<!-- section:store -->"):README.index("<!-- /section:store -->")]
-    code = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    assert code is not None
-    done = subprocess.run([sys.executable, "-c", code.group(1)], cwd=tmp_path, capture_output=True, text=True,
+    """The embeddable-store example of the concepts page, run verbatim in a fresh directory."""
+    (code,) = python_blocks((ROOT / "docs" / "concepts.md").read_text())
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert "FOUND" in done.stdout  # print(page.status, ...) shows the message was read back

@@ -1,7 +1,8 @@
-"""Runs the README's five-minute tour the way a user pastes it.
+"""Runs the README's five-minute tour, and the documentation site's pages, the way a user pastes them.
 
-The tour section of README.md is a list of fenced blocks, each announced by a
-marker comment that says how a user runs it:
+The tour section of README.md (and every page of docs/ with runnable blocks) is
+a list of fenced blocks, each announced by a marker comment that says how a
+user runs it:
 
 ``<!-- tour:terminal -->``
     commands that run in a terminal of their own until Ctrl-C (the broker, a
@@ -15,10 +16,22 @@ marker comment that says how a user runs it:
     Python pasted into ``pyspark --master "local[2]"``; the output must hold
     the ``# prints:`` lines and no traceback.
 
+``<!-- tour:python -->``
+    Python run by this interpreter in the shared shell (so it reaches the
+    brokers the page started); its output must hold the ``# prints:`` lines.
+``<!-- run:python -->``
+    a Python program run on its own (``python -c``) in an empty directory;
+    it must exit 0 (see :func:`python_blocks`).
+``<!-- norun: why -->``
+    a block that is not meant to run as written (an install, a placeholder
+    such as ``MSG_ID``, a machine the test does not have); the reason is
+    required.  On the pages whose blocks are tested, a shell or Python block
+    with none of these markers is an error (see :func:`unmarked_blocks`).
+
 ``# prints: A ... B`` after a command means: its output contains ``A``, then
 later ``B`` (``...`` stands for anything).  For a background ``&`` command the
 expectation is checked when the next ``wait`` returns.  Ports are the only
-thing the runner changes: 8080, 8081, 8082 and 9876 become free ports (in the
+thing the runner changes: 8080, 8081, 8082, 9876 and 8099 become free ports (in the
 commands, and as the defaults of ``sparkmq serve`` and the CLI, through
 ``SPARKMQ_BROKER__PORT``, ``SPARKMQ_NAMESRV_PORT`` and ``SPARKMQ_URL``).
 """
@@ -37,12 +50,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["Block", "Command", "Tour", "parse_tour", "find_missing"]
+__all__ = ["Block", "Command", "Tour", "as_shell", "parse_blocks", "parse_tour", "find_missing", "python_blocks",
+           "unmarked_blocks"]
 
-_MARKER = re.compile(r"<!-- tour:(terminal|shell|pyspark) -->\s*\n```(\w+)\n(.*?)\n```", re.S)
+_MARKER = re.compile(r"<!-- tour:(terminal|shell|pyspark|python) -->\s*\n```(\w+)\n(.*?)\n```", re.S)
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n.*?^```", re.S | re.M)
+_ANY_MARKER = re.compile(r"<!-- (?:tour:(?:terminal|shell|pyspark|python)|run:python|norun: \S[^>]*) -->\s*$")
+_RUNNABLE_LANGS = {"bash", "sh", "shell", "console", "python", "py", "pycon"}
 _PRINTS = "# prints:"
+_HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
 _DONE = "__TOUR_RC__="
-TOUR_PORTS = (8080, 8081, 8082, 9876)
+TOUR_PORTS = (8080, 8081, 8082, 9876, 8099)  # 8099: a page's own little HTTP server
 
 
 @dataclass
@@ -75,11 +93,52 @@ def parse_tour(readme: str) -> list[Block]:
     return blocks
 
 
+def parse_blocks(page: str) -> list[Block]:
+    """Every ``tour:`` block of a whole page, in page order."""
+    return [Block(kind, code, _python_commands(code) if kind in ("pyspark", "python") else _shell_commands(code))
+            for kind, _lang, code in _MARKER.findall(page)]
+
+
+def as_shell(command: Command) -> Command:
+    """A ``tour:python`` block as one command of the shared shell (a here-document to ``python``)."""
+    return Command(f"python - <<'__TOUR_PY__'\n{command.text}\n__TOUR_PY__", command.expect)
+
+
+def python_blocks(page: str) -> list[str]:
+    """The code of every ``<!-- run:python -->`` block of a page."""
+    return re.findall(r"<!-- run:python -->\s*\n```python\n(.*?)\n```", page, flags=re.S)
+
+
+def unmarked_blocks(page: str) -> list[str]:
+    """The first line of every shell or Python fenced block with no run/norun marker on the line before it."""
+    missing = []
+    for fence in _FENCE.finditer(page):
+        if fence.group(1) not in _RUNNABLE_LANGS:
+            continue
+        before = page[:fence.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if not _ANY_MARKER.search(before):
+            missing.append(fence.group(0).split("\n")[1])
+    return missing
+
+
 def _shell_commands(code: str) -> list[Command]:
     commands: list[Command] = []
     pending: list[str] = []
+    heredoc: str | None = None
     for line in code.splitlines():
         stripped = line.strip()
+        if heredoc is not None:  # a here-document's lines belong to its command, up to its end word
+            pending.append(line)
+            if stripped == heredoc:
+                heredoc = None
+                commands.append(Command("\n".join(pending)))
+                pending = []
+            continue
+        opened = _HEREDOC.search(line)
+        if opened and not stripped.startswith("#"):
+            pending.append(line)
+            heredoc = opened.group(1)
+            continue
         if not pending and stripped.startswith(_PRINTS):
             commands[-1].expect.append(stripped[len(_PRINTS):].strip())
             continue
@@ -143,7 +202,8 @@ class Tour:
 
     def ported(self, text: str) -> str:
         """``text`` with every tour port replaced by its free port."""
-        return re.sub(r"(?<!\d)(8080|8081|8082|9876)(?!\d)", lambda m: str(self.ports[int(m.group(1))]), text)
+        ports = "|".join(str(p) for p in self.ports)
+        return re.sub(rf"(?<!\d)({ports})(?!\d)", lambda m: str(self.ports[int(m.group(1))]), text)
 
     # -- terminals ---------------------------------------------------------------
     def start_terminal(self, command: Command) -> None:

@@ -1,8 +1,8 @@
-"""``sparkmq bench``: run the benchmark suite, print the README's table, write JSON.
+"""``sparkmq bench``: run the benchmark suite, print the table of the benchmarks page, write JSON.
 
     sparkmq bench                                   # everything, about 10-12 minutes on 2 cores
     sparkmq bench --quick --only store,broker       # small sizes, about a minute
-    sparkmq bench --readme README.md                # also rewrite the README's generated block
+    sparkmq bench --docs docs/benchmarks.md         # also rewrite the page's generated block
     sparkmq bench --only kafka                      # opt-in: next to a real Kafka broker (needs Java, Maven)
 
 Progress goes to stderr, the markdown table to stdout.  Each benchmark runs in
@@ -96,20 +96,21 @@ def bench_command(
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes: about a minute for store,broker.")] = False,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the JSON results.")] = Path(
         "bench-results.json"),
-    readme: Annotated[Path | None, typer.Option(
-        help="Rewrite the <!-- generated:bench start/end --> block of this file with the table.")] = None,
+    docs: Annotated[Path | None, typer.Option(
+        "--docs", help="Rewrite the <!-- generated:bench start/end --> block of this file (docs/benchmarks.md) "
+        "with the table.")] = None,
 ) -> None:
-    """Run the benchmark suite and print the README table.
+    """Run the benchmark suite and print its table.
 
     Benchmarks the store, the broker vs Redis, Spark and the mirror; print the table.
     Opt-in: --only kafka measures sparkmq next to a real Kafka broker and Spark's Kafka source.
     """
     areas = _parse_only(only)
-    if readme is not None:
+    if docs is not None:
         try:
-            check_block(readme)
+            check_block(docs)
         except (OSError, BlockMarkersMissing) as exc:
-            fail(f"--readme: {exc}")
+            fail(f"--docs: {exc}")
     started, info = time.monotonic(), machine_info()
     outcome = run_suite(areas, quick, Console(stderr=True))
     rows = _rows(outcome, quick, machine_short(info))
@@ -121,7 +122,7 @@ def bench_command(
     if outcome.failures:
         for failure in outcome.failures[:-1]:
             note(f"error: {failure}")
-        fail(str(outcome.failures[-1]) + ("; README left unchanged" if readme else ""))
-    if readme is not None:
-        rewrite_block(readme, block)
-        note(f"rewrote the generated bench block of {readme}")
+        fail(str(outcome.failures[-1]) + (f"; {docs} left unchanged" if docs else ""))
+    if docs is not None:
+        rewrite_block(docs, block)
+        note(f"rewrote the generated bench block of {docs}")

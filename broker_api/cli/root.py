@@ -101,7 +101,7 @@ def serve(
     """Run a broker on its embedded defaults.
 
     Settings: flags > SPARKMQ_<SECTION>__<FIELD> environment > TOML file >
-    defaults (see the configuration reference in the README). Prints one line
+    defaults (see docs/reference/configuration.md). Prints one line
     when ready; Ctrl-C or SIGTERM shuts down cleanly.
 
     Examples:
@@ -147,7 +147,7 @@ def serve(
 def _client_options(
     token: Annotated[str | None, typer.Option(
         "--token", envvar="SPARKMQ_TOKEN", help="Credentials <user>:<secret> for brokers and NameServers "
-        "with [auth] enabled (from `sparkmq user add`).")] = None,
+        "with \\[auth] enabled (from `sparkmq user add`).")] = None,  # \\[: rich markup would eat [auth]
     ca_file: Annotated[str | None, typer.Option(
         "--ca-file", envvar="SPARKMQ_CA_FILE", help="PEM CA bundle that signed the brokers' and "
         "NameServers' certificates (https:// URLs).")] = None,

@@ -29,7 +29,7 @@ async function groupCard(name, detail, pop, topicNames) {
   extras.push(`%RETRY%${name}: ${retry === null ? "none" : `${fmtNum(retry)} messages`}`);
   extras.push(`%DLQ%${name}: ${dlq === null ? "none" : `${fmtNum(dlq)} messages`}`);
   let state = "POP only";
-  if (detail) state = detail.consume_enabled ? "consuming" : `disabled (${detail.disabled_reason || "-"})`;
+  if (detail) state = detail.consume_enabled ? "enabled" : `disabled (${detail.disabled_reason || "-"})`;
   return h("details", { class: "group", "data-group": name, open: true },
     h("summary", {}, h("strong", {}, name), ` ${state}, total lag ${detail ? fmtNum(detail.total_lag) : "-"}`),
     h("p", { class: "pop" }, extras.join(" · ")),
@@ -45,7 +45,8 @@ export async function render(root) {
     [g.group, await api(`/v1/groups/${seg(g.group)}`)])));
   const topicNames = new Set(topics.map((t) => t.name));
   const sorted = [...names].sort();
-  const summary = table(["Group", "Topics", "Total lag", "Consuming"], groups.map((g) => [
+  // "Enabled", as `sparkmq groups` calls it: whether the group may consume, not whether anyone is.
+  const summary = table(["Group", "Topics", "Total lag", "Enabled"], groups.map((g) => [
     g.group, g.topics.join(", "), fmtNum(g.total_lag), g.consume_enabled ? "yes" : "no"]), "no consumer group yet");
   const cards = await Promise.all(sorted.map((n) => groupCard(n, details[n], pop, topicNames)));
   root.append(section(`Consumer groups (${sorted.length})`, summary), ...cards);
