@@ -133,35 +133,56 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _decode_records(buf: bytes, count: int, base_ts: int) -> list[Record]:
+    """The records of an uncompressed body. Most varints are one byte: those are read inline."""
     out, pos, vi = [], 0, _varint
     try:
         for _ in range(count):
             length, pos = vi(buf, pos)
             end = pos + length
             pos += 1  # attributes
-            ts, pos = vi(buf, pos)
-            delta, pos = vi(buf, pos)
-            klen, pos = vi(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                ts, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                ts, pos = vi(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                delta, pos = vi(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                klen, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                klen, pos = vi(buf, pos)
             key = None if klen < 0 else buf[pos:pos + klen]
             pos += max(klen, 0)
             vlen, pos = vi(buf, pos)
             value = None if vlen < 0 else buf[pos:pos + vlen]
             pos += max(vlen, 0)
-            nh, pos = vi(buf, pos)
-            headers = []
-            for _ in range(nh):
-                hk, pos = vi(buf, pos)
-                name = buf[pos:pos + hk].decode()
-                pos += hk
-                hv, pos = vi(buf, pos)
-                headers.append((name, None if hv < 0 else buf[pos:pos + hv]))
-                pos += max(hv, 0)
+            headers: list[tuple[str, bytes | None]] = []
+            if buf[pos]:  # a header count other than zero
+                pos = _headers(buf, pos, headers)
+            else:
+                pos += 1
             if pos != end:
                 raise KafkaProtocolError("a record's length does not match its fields")
             out.append(Record(delta, base_ts + ts, key, value, headers))
     except (IndexError, UnicodeDecodeError) as exc:
         raise KafkaProtocolError(f"truncated or garbled record: {exc}") from exc
     return out
+
+
+def _headers(buf: bytes, pos: int, headers: list[tuple[str, bytes | None]]) -> int:
+    nh, pos = _varint(buf, pos)
+    for _ in range(nh):
+        hk, pos = _varint(buf, pos)
+        name = buf[pos:pos + hk].decode()
+        pos += hk
+        hv, pos = _varint(buf, pos)
+        headers.append((name, None if hv < 0 else buf[pos:pos + hv]))
+        pos += max(hv, 0)
+    return pos
 
 
 def zigzag(value: int) -> bytes:
