@@ -163,7 +163,8 @@ def install_contract(app: FastAPI, settings: BrokerSettings) -> None:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, description=app.description,
                               routes=app.routes, tags=app.openapi_tags)
-            app.openapi_schema = _param_limits(finish(doc, settings.auth.enabled, _limits(settings)), settings)
+            doc = _param_limits(finish(doc, settings.auth.enabled, _limits(settings)), settings)
+            app.openapi_schema = _settings_rules(doc, settings)
         return app.openapi_schema
 
     app.openapi = build  # type: ignore[method-assign]
@@ -186,6 +187,30 @@ def _param_limits(doc: dict[str, Any], settings: BrokerSettings) -> dict[str, An
         if param["name"] in bounds:
             param["schema"] = {**param["schema"], **bounds[param["name"]]}
             param["schema"]["default"] = min(param["schema"].get("default", 0), bounds[param["name"]]["maximum"])
+    return doc
+
+
+_CONTROL = ("/readyz", "/metrics", "/v1/broker")
+# [transactions] check_url_allow = "loopback" (the default): the check_url hosts the broker accepts
+_LOOPBACK_URL = r"^https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::[1-9][0-9]{0,3})?(?:/[^\s]*)?$"
+
+
+def _settings_rules(doc: dict[str, Any], settings: BrokerSettings) -> dict[str, Any]:
+    """Open control routes (``[auth] control_open``) carry no security; the default check-back allowlist."""
+    if settings.auth.enabled and settings.auth.control_open:
+        for path in _CONTROL:
+            for op in doc.get("paths", {}).get(path, {}).values():
+                op.pop("security", None)
+                op.get("responses", {}).pop("401", None)
+    if settings.transactions.check_url_allow.strip().lower() == "loopback":
+        produce = doc.get("paths", {}).get("/v1/topics/{topic}/messages", {}).get("post", {})
+        for param in produce.get("parameters", []):
+            if param["name"] == "check_url":
+                param["schema"]["pattern"] = _LOOPBACK_URL
+        body = doc.get("components", {}).get("schemas", {}).get("ProduceRequest", {}).get("properties", {})
+        for choice in body.get("check_url", {}).get("anyOf", []):
+            if "pattern" in choice:
+                choice["pattern"] = _LOOPBACK_URL
     return doc
 
 
