@@ -13,7 +13,8 @@ same CommitLog records as :mod:`.codec` (layout drawn there), column by column:
   records are assembled in a 2-D ``uint8`` array (n rows x record size) by
   three strided copies, else by one ``bytes.join`` of header, body and tail;
 * each tail ends with the WCRC pair, whose digits are written once the
-  record is whole (:mod:`.wcrc`: one CRC call per record).
+  record is whole, computed from the body CRCs and the few header and tail
+  bytes that differ between records (:mod:`.record_crc`).
 
 The result is copied into the mapped segment once.  Nothing in the on-disk
 format differs from :func:`.codec.encode_batch`: the same bytes for the same
@@ -36,6 +37,7 @@ from .codec import (HEADER_DTYPE, HEADER_SIZE, MAX_PROPERTIES_BYTES, MAX_TOPIC_B
 from .crc import crc32
 from .errors import FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 from .packed import PackedBodies
+from .record_crc import fixed_record_crcs, record_crcs, tail_crcs
 
 if TYPE_CHECKING:
     from .commitlog import CommitLog
@@ -68,18 +70,22 @@ class ColumnBatch:
     born_host: int
     fixed: bool  # every record has the same size
     sys_flag: int = 0  # e.g. TRANSACTION_COMMIT for a committed transaction's messages
+    key_span: tuple[int, int] | None = None  # where the key bytes lie in every row of an ndarray ``tails``
 
     def __len__(self) -> int:
         return len(self.bodies)
 
     def encode(self, lo: int, hi: int, phys: np.ndarray, qoffs: np.ndarray, store_ts: int,
-               store_host: int) -> bytes | memoryview:
-        """Records ``lo:hi`` as one buffer (offsets as in codec.encode_batch)."""
+               store_host: int, scratch: np.ndarray | None = None) -> bytes | memoryview:
+        """Records ``lo:hi`` as one buffer (offsets as in codec.encode_batch).  ``scratch``: a uint8
+        buffer the caller reuses (the result may lie in it: copy it before the next call), so that
+        equal-size records take no fresh pages per batch."""
         n = hi - lo
         bodies = self.bodies[lo:hi]
         if self.fixed:
             size = int(self.sizes[0])
-            out = np.empty((n, size), np.uint8)
+            out = scratch[:n * size].reshape(n, size) if scratch is not None and len(scratch) >= n * size else \
+                np.empty((n, size), np.uint8)
             # the headers are written in place: a structured view of each row's first 88 bytes
             hdr = np.ndarray((n,), HEADER_DTYPE, out, 0, (size,))
             blen = size - HEADER_SIZE - self._tail_len(lo)
@@ -93,18 +99,23 @@ class ColumnBatch:
             elif isinstance(tails, np.ndarray):
                 tails = tails[lo:hi]
             out[:, HEADER_SIZE + blen:] = np.frombuffer(tails, np.uint8) if isinstance(tails, bytes) else tails
-            wcrc.seal_rows(out)
+            wcrc.seal_rows(out, _fixed_crcs(out, blen, self.crcs[lo:hi], (0, 0) if isinstance(tails, bytes) else
+                                            self.key_span if isinstance(self.tails, np.ndarray) else None))
             return memoryview(out.reshape(-1).data)
         hdr = np.empty(n, HEADER_DTYPE)
         self._fill_header(hdr, lo, hi, phys, qoffs, store_ts, store_host)
         parts: Sequence[bytes | memoryview] = bodies.views() if isinstance(bodies, PackedBodies) else bodies
-        hdr["body_len"] = list(map(len, parts))
+        hdr["body_len"] = blens = np.fromiter(map(len, parts), np.int64, n)
         raw = hdr.tobytes()
         heads = [raw[i:i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
         tails = self.tails
         tails_it = repeat(tails) if isinstance(tails, bytes) else (
             list(tails) if isinstance(tails, list) else [r.tobytes() for r in tails])[lo:hi]
-        return wcrc.seal(bytearray().join(chain.from_iterable(zip(heads, parts, tails_it))), self.sizes[lo:hi])
+        sizes = self.sizes[lo:hi]
+        crcs = record_crcs(np.frombuffer(raw, np.uint8).reshape(n, HEADER_SIZE), self.crcs[lo:hi], blens,
+                           tail_crcs(tails if isinstance(tails, bytes) else tails_it, n, 9),  # type: ignore[arg-type]
+                           sizes - blens - (HEADER_SIZE + 9))
+        return wcrc.seal(bytearray().join(chain.from_iterable(zip(heads, parts, tails_it))), sizes, crcs)
 
     def _fill_header(self, hdr: np.ndarray, lo: int, hi: int, phys: np.ndarray, qoffs: np.ndarray, store_ts: int,
                      store_host: int) -> None:
@@ -126,6 +137,18 @@ class ColumnBatch:
     def _tail_len(self, i: int) -> int:
         tails = self.tails
         return len(tails) if isinstance(tails, bytes) else len(tails[i])
+
+
+_VARYING = np.r_[8:12, 20:36]  # header columns that differ within a column batch: body CRC, queue and physical offsets
+
+
+def _fixed_crcs(out: np.ndarray, blen: int, crcs: np.ndarray, key_span: tuple[int, int] | None) -> np.ndarray:
+    """The WCRCs of the equal-size records that are the rows of ``out`` (:mod:`.record_crc`):
+    one zlib call for the first, then only what differs: body CRCs, offsets, key bytes."""
+    size = out.shape[1]
+    end = HEADER_SIZE + blen
+    tail = np.arange(end, size - 9) if key_span is None else np.arange(end + key_span[0], end + key_span[1])
+    return fixed_record_crcs(out, size - 9, np.concatenate([_VARYING, tail]), crcs, end)
 
 
 _ZERO_FIELDS = [f for f in HEADER_DTYPE.names or () if f not in (
@@ -274,8 +297,12 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
     crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else \
         np.fromiter(map(crc32, bodies), np.uint32, len(bodies))
     fixed = low == top and (isinstance(key_lens, int) or int(blens.min()) == int(blens.max()))
+    span = None
+    if isinstance(tails, np.ndarray):  # key rows: only the key bytes differ (no \x01 before the KEYS pair's)
+        at = tails[0].tobytes().find(b"KEYS\x01") + 5
+        span = (at, at + int(key_lens))  # type: ignore[arg-type]
     return ColumnBatch(topic, queue_id, bodies, tails, sizes, np.cumsum(sizes), crcs, born_ts, born_host, fixed,
-                       sys_flag)
+                       sys_flag, span)
 
 
 def put_groups(commitlog: CommitLog, wait_for: Callable[[int], None], topic: str, groups: Sequence[ColumnGroup],

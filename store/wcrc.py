@@ -41,32 +41,40 @@ _MARK = np.frombuffer(MARK, np.uint8)
 _DIGITS = np.arange(8, dtype=np.int64)
 
 
+_HEX2 = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint16)  # byte -> its 2 digits
+
+
 def _hex(crcs: np.ndarray) -> np.ndarray:
-    """(n, 8) upper-case hex digits of ``crcs``."""
-    return _HEX[(crcs.astype(np.uint32)[:, None] >> _SHIFTS) & 0xF]
+    """(n, 8) upper-case hex digits of ``crcs``: one 2-digit lookup per byte (big-endian)."""
+    n = len(crcs)
+    return _HEX2.take(crcs.astype(">u4").view(np.uint8)).view(np.uint8).reshape(n, 8)
 
 
-def seal(buf: bytearray, sizes: np.ndarray | list[int]) -> bytearray:
-    """Write the WCRC digits of the records that lie back to back in ``buf`` (``sizes`` bytes each)."""
+def seal(buf: bytearray, sizes: np.ndarray | list[int], crcs: np.ndarray | None = None) -> bytearray:
+    """Write the WCRC digits of the records that lie back to back in ``buf`` (``sizes`` bytes each);
+    ``crcs``: their WCRCs when the caller knows them (:mod:`.record_crc`), else computed here."""
     ends = np.cumsum(np.asarray(sizes, np.int64))
     cut = ends - 9
-    starts = ends - np.asarray(sizes, np.int64)
-    with memoryview(buf) as mv:
-        crcs = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, starts.tolist(), cut.tolist()))), np.uint32,
-                           len(ends))
+    if crcs is None:
+        starts = ends - np.asarray(sizes, np.int64)
+        with memoryview(buf) as mv:
+            crcs = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, starts.tolist(), cut.tolist()))),
+                               np.uint32, len(ends))
     u8 = np.frombuffer(buf, np.uint8)
     u8[cut[:, None] + _DIGITS] = _hex(crcs)
     del u8
     return buf
 
 
-def seal_rows(out: np.ndarray) -> None:
-    """Write the WCRC digits of the equal records that are the rows of ``out`` (n x record size, uint8)."""
+def seal_rows(out: np.ndarray, crcs: np.ndarray | None = None) -> None:
+    """Write the WCRC digits of the equal records that are the rows of ``out`` (n x record size, uint8);
+    ``crcs``: their WCRCs when the caller knows them (:mod:`.record_crc`), else computed here."""
     n, size = out.shape
-    with memoryview(out.reshape(-1)) as mv:
-        starts = range(0, n * size, size)
-        crcs = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, starts, range(size - 9, n * size, size)))),
-                           np.uint32, n)
+    if crcs is None:
+        with memoryview(out.reshape(-1)) as mv:
+            starts = range(0, n * size, size)
+            crcs = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, starts, range(size - 9, n * size, size)))),
+                               np.uint32, n)
     out[:, size - 9:size - 1] = _hex(crcs)
 
 
