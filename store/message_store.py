@@ -109,6 +109,9 @@ class MessageStore:
 
     def _recover(self) -> None:
         self.recovery = recover_store(self, self._flush_logics)
+        for rec in self.commitlog.quarantine.records():  # every start names them, not only the one that found them
+            _log.warning("quarantined CommitLog record (damaged, kept; a read of it answers CORRUPT_MESSAGE): %s",
+                         rec.describe())
 
     def shutdown(self) -> None:
         with self._state_lock:

@@ -69,13 +69,19 @@ def verify(
     if as_json:
         print_json({"segments": report.segments, "records": report.records, "bytes": report.bytes,
                     "damaged": [_as_dict(d) for d in report.damaged],
-                    "torn_tail": _as_dict(report.torn_tail) if report.torn_tail else None})
+                    "torn_tail": _as_dict(report.torn_tail) if report.torn_tail else None,
+                    "quarantined": [r.as_dict() for r in report.quarantined]})
     else:
         for damage in report.damaged:
             say(f"damaged: {damage.describe()}")
+        for rec in report.quarantined:
+            say(f"quarantined: {rec.describe()}")
     note(f"checked {report.records} record(s) in {report.segments} segment(s), {report.bytes / (1 << 20):.1f} MiB")
     if report.torn_tail is not None:
         note(f"note: {report.torn_tail.describe()}; the broker cuts it when it starts")
+    if report.quarantined:
+        note(f"{len(report.quarantined)} record(s) quarantined by the broker's recovery: kept, the records after "
+             "them served; a read of one answers CORRUPT_MESSAGE")
     if report.damaged:
         fail(f"{len(report.damaged)} damaged record(s) in {commitlog}; pulls answer CORRUPT_MESSAGE at them "
              "(see the README: Limits and guarantees)")
