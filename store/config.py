@@ -1,8 +1,8 @@
 """Typed settings of the message store, read once and passed down.
 
 Each field's ``metadata["doc"]`` is its one-line description: the broker's
-configuration reference (README, ``conf/broker.toml``) is generated from it
-by ``python -m broker_api.config_doc``.
+configuration reference (``docs/reference/configuration.md``, ``conf/broker.toml``) is generated from it
+by ``python -m broker_api.settings.doc``.
 """
 
 from __future__ import annotations
