@@ -31,7 +31,7 @@ from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .dispatch import DispatchBatch
 from .message import StoredMessage, SysFlag
-from .quarantine import Quarantine
+from .quarantine import Quarantine, QuarantinedRecord
 from .scanner import ScanStop, scan_chunk
 
 __all__ = ["CommitLog", "AppendResult"]
@@ -188,6 +188,26 @@ class CommitLog:
         if used:
             self.on_append(end)
         return used
+
+    def append_quarantined(self, phy_offset: int, data: bytes, record: QuarantinedRecord) -> None:
+        """Write a record the master quarantined, its bytes as they are (unchecked: they are damaged), and
+        quarantine the same span here, so the offsets after it stay the master's and reads of it answer
+        CORRUPT_MESSAGE.  Raises InvalidOffsetError/CorruptRecordError when it does not continue this log."""
+        if record.phy_offset != phy_offset or record.size != len(data) or not data:
+            raise CorruptRecordError(f"the quarantined span at {phy_offset} ({len(data)} bytes) is not the one "
+                                     f"named ({record.phy_offset}, {record.size} bytes)")
+        with self.write_lock:
+            seg = self._replica_segment(phy_offset)
+            if phy_offset - seg.start_offset + len(data) > seg.size - codec.MIN_BLANK:
+                raise CorruptRecordError(f"the quarantined span at {phy_offset} runs past segment {seg.start_offset}")
+            self.quarantine.add(record)  # before the bytes: the reput finds it listed when it gets there
+            self.quarantine.save()
+            seg.append(data)
+            if record.topic is not None and record.queue_id is not None and record.queue_offset is not None:
+                key = (record.topic, record.queue_id)
+                self.topic_queue_table[key] = max(self.topic_queue_table.get(key, 0), record.queue_offset + 1)
+            end = self.queue.max_offset()
+        self.on_append(end)
 
     def _replica_segment(self, phy_offset: int) -> MappedFile:
         if self.queue.last() is None:

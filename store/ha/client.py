@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from ..config import HAConfig
 from ..service_thread import ServiceThread
 from ..errors import CorruptRecordError, InvalidOffsetError, StoreClosedError
+from ..quarantine import QuarantinedRecord
 from . import protocol
 from .handshake import HandshakeError, HASecurity, readable, slave_handshake
 from .protocol import FrameError
@@ -175,10 +176,18 @@ class HAClient:
         return offset
 
     # -- frames ----------------------------------------------------------
-    def _apply_frames(self, frames: list[tuple[int, bytes]]) -> None:
-        """Check each frame continues the log; contiguous bodies go to the store as one run."""
+    def _apply_frames(self, frames: list[tuple[int, bytes | protocol.QuarantinedSpan]]) -> None:
+        """Check each frame continues the log; contiguous bodies go to the store as one run; a
+        quarantined record the master names is written as it is and quarantined here too."""
         run_at, run = 0, bytearray()
         for offset, body in frames:
+            if isinstance(body, protocol.QuarantinedSpan):
+                if run:
+                    self._append(run_at, run)
+                    run = bytearray()
+                self._check_continues(offset)
+                self._append_quarantined(offset, body)
+                continue
             if run and body and offset == run_at + len(run):
                 run += body
                 continue
@@ -207,6 +216,16 @@ class HAClient:
                            f"the slave holds data the master does not have")
         raise _Refused(f"the master continues at {offset}, not at this slave's end {expected}: the master no "
                        f"longer holds that range (retention) or its log differs from this slave's")
+
+    def _append_quarantined(self, offset: int, span: protocol.QuarantinedSpan) -> None:
+        if self._pending:
+            raise _Refused(f"the master names a quarantined record at {offset} inside a partial record")
+        try:
+            self.store.commitlog.append_quarantined(offset, span.data, QuarantinedRecord(**span.meta))  # type: ignore[arg-type]
+        except (TypeError, InvalidOffsetError, CorruptRecordError) as exc:
+            raise _Refused(f"quarantined record at {offset}: {exc}") from exc
+        _log.warning("HA: the master's quarantined record at %d (%d bytes) copied as it is and quarantined: %s",
+                     offset, len(span.data), span.meta.get("reason"))
 
     def _append(self, offset: int, data: bytearray) -> None:
         if self._pending:

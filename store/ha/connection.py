@@ -191,9 +191,9 @@ class HAConnection:
         last_write = time.monotonic()
         version = 0
         while not self._stop.is_set():
-            body, after = self._next_frame(nxt)
-            if body:
-                self._sock.sendall(protocol.encode_frame(nxt, body))
+            frame, after = self._next_frame(nxt)
+            if frame:
+                self._sock.sendall(frame)
                 nxt, last_write = after, time.monotonic()
                 continue
             if time.monotonic() - last_write >= self._config.heartbeat_interval_s:
@@ -202,19 +202,30 @@ class HAConnection:
             version = self._wait_data(version, min(_TICK_S, self._config.heartbeat_interval_s))
 
     def _next_frame(self, nxt: int) -> tuple[bytes, int]:
-        """Whole records from ``nxt`` (or the segment's BLANK alone) and the offset after them."""
+        """The frame (encoded) of whole records from ``nxt``, of the segment's BLANK alone or of one
+        quarantined record, and the offset after it; ``b""`` when there is nothing to send."""
         lo = self._store.min_phy_offset()
         if nxt < lo:
             raise FrameError(f"the slave needs offset {nxt} but retention deleted the log before {lo}")
-        chunk = self._store.read_commitlog(nxt, self._config.transfer_batch_bytes)
+        quarantine = self._store.commitlog.quarantine
+        damaged = quarantine.covering(nxt)
+        if damaged is not None:  # sent as it is, named: the slave quarantines the same span
+            data = self._store.read_commitlog(damaged.phy_offset, damaged.size)
+            if len(data) != damaged.size:
+                return b"", nxt
+            return protocol.encode_quarantined(damaged.phy_offset, damaged.as_dict(), data), damaged.end
+        stop = quarantine.next_start(nxt)  # whole records end before a quarantined one
+        limit = self._config.transfer_batch_bytes if stop is None else min(self._config.transfer_batch_bytes,
+                                                                            stop - nxt)
+        chunk = self._store.read_commitlog(nxt, limit)
         if not chunk:
             return b"", nxt
         n, blank = protocol.whole_records(chunk)
         if n:
-            return chunk[:n], nxt + n
+            return protocol.encode_frame(nxt, chunk[:n]), nxt + n
         if blank:
             seg = self._store.config.commitlog_segment_bytes
-            return chunk[:8], nxt - nxt % seg + seg
+            return protocol.encode_frame(nxt, chunk[:8]), nxt - nxt % seg + seg
         total = protocol.first_record_size(chunk)  # one record larger than a batch travels alone
         whole = self._store.read_commitlog(nxt, total)
-        return (whole, nxt + total) if len(whole) == total else (b"", nxt)
+        return (protocol.encode_frame(nxt, whole), nxt + total) if len(whole) == total else (b"", nxt)

@@ -14,6 +14,13 @@ Two one-way streams on one TCP connection, all integers big-endian::
     | int64         | int32    | [offset, offset+size) |
     +---------------+----------+-----------------------+
     size 0 = heartbeat; its offset is where the master's next bytes start.
+    size < 0 = a quarantined record (see store.quarantine), -size bytes of body:
+    +-------------+---------------------------+-------------------------+
+    | meta length | meta: the master's        | the record's raw bytes  |
+    | int32 = M   | QuarantinedRecord, JSON   | (damaged: not checked)  |
+    +-------------+---------------------------+-------------------------+
+    The slave writes the bytes as they are and quarantines the same span, so
+    offsets stay identical on both and replication goes on after it.
 
 The master cuts frames at record boundaries: whole records, at most
 ``transfer_batch_bytes`` of them, or one larger record alone; a frame never
@@ -25,8 +32,10 @@ records only and keeps the partial tail until the rest arrives.
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
+from dataclasses import dataclass
 
 from .. import codec
 
@@ -40,6 +49,8 @@ __all__ = [
     "first_record_size",
     "is_record_start",
     "FrameError",
+    "QuarantinedSpan",
+    "encode_quarantined",
     "no_delay",
 ]
 
@@ -47,6 +58,15 @@ OFFSET = struct.Struct(">q")
 FRAME_HEADER = struct.Struct(">qi")
 _SIZE_MAGIC = struct.Struct(">iI")
 _PHY_AT = 28  # PHYSICAL_OFFSET inside a record (see store.codec)
+_META_LEN = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedSpan:
+    """A quarantined record as the master sends it: its QuarantinedRecord fields and its raw bytes."""
+
+    meta: dict[str, object]
+    data: bytes
 
 
 class FrameError(ValueError):
@@ -68,20 +88,38 @@ def encode_frame(offset: int, body: bytes = b"") -> bytes:
     return FRAME_HEADER.pack(offset, len(body)) + body
 
 
-def parse_frames(buf: bytes | bytearray, max_body: int) -> tuple[list[tuple[int, bytes]], int]:
+def encode_quarantined(offset: int, meta: dict[str, object], data: bytes) -> bytes:
+    raw = json.dumps(meta).encode()
+    body = _META_LEN.pack(len(raw)) + raw + data
+    return FRAME_HEADER.pack(offset, -len(body)) + body
+
+
+def parse_frames(buf: bytes | bytearray, max_body: int) -> tuple[list[tuple[int, bytes | QuarantinedSpan]], int]:
     """Complete frames at the start of ``buf`` and how many bytes they take."""
-    frames: list[tuple[int, bytes]] = []
+    frames: list[tuple[int, bytes | QuarantinedSpan]] = []
     pos, n = 0, len(buf)
     while n - pos >= FRAME_HEADER.size:
         offset, size = FRAME_HEADER.unpack_from(buf, pos)
-        if size < 0 or size > max_body or offset < 0:
+        if abs(size) > max_body + 4096 or (size > max_body) or offset < 0:
             raise FrameError(f"bad frame header: offset {offset}, size {size} (at most {max_body})")
-        end = pos + FRAME_HEADER.size + size
+        end = pos + FRAME_HEADER.size + abs(size)
         if end > n:
             break
-        frames.append((offset, bytes(buf[pos + FRAME_HEADER.size : end])))
+        body = bytes(buf[pos + FRAME_HEADER.size : end])
+        frames.append((offset, body if size >= 0 else _quarantined(body)))
         pos = end
     return frames, pos
+
+
+def _quarantined(body: bytes) -> QuarantinedSpan:
+    try:
+        (m,) = _META_LEN.unpack_from(body, 0)
+        meta = json.loads(body[4:4 + m])
+    except (struct.error, ValueError) as exc:
+        raise FrameError(f"bad quarantined-record frame: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise FrameError("bad quarantined-record frame: its meta is not an object")
+    return QuarantinedSpan(meta, body[4 + m:])
 
 
 def whole_records(chunk: bytes) -> tuple[int, bool]:
