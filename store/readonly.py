@@ -7,6 +7,11 @@ to the broker that owns the store (the Delta mirror's child process does).
 The owner tells it how far it may read (``limit``: a record boundary the
 owner has dispatched); past that the bytes may be half written.
 
+Records the owner's recovery quarantined (``<store root>/quarantine``, see
+:mod:`.quarantine`) are skipped like the owner's reput skips them: a batch
+ends before one and the next read starts after it.  The list is read again
+whenever the file changes.
+
 Segments the owner deleted (retention) are skipped: a read below the oldest
 segment on disk jumps to it.  A segment deleted while open stays readable
 through its descriptor until :meth:`ReadOnlyCommitLog.forget_below` closes it.
@@ -31,6 +36,7 @@ from . import codec
 from .dispatch import DispatchBatch
 from .errors import CorruptRecordError
 from .mapped_file import segment_name
+from .quarantine import Quarantine
 from .record_columns import RecordColumns
 from .scanner import ScanStop, scan_chunk
 
@@ -47,9 +53,32 @@ class ReadOnlyCommitLog:
         self._segment_bytes = segment_bytes
         self._store_host = codec.encode_host(store_host)
         self._fds: dict[int, int] = {}
+        self._quarantine_path = self._dir.parent / "quarantine"
+        self._quarantine, self._quarantine_seen = Quarantine(None), (0, -1)
+
+    def _quarantined(self) -> Quarantine:
+        """The owner's quarantine list, read again when its file changed."""
+        try:
+            st = os.stat(self._quarantine_path)
+            seen = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            seen = (0, -1)
+        if seen != self._quarantine_seen:
+            fresh = Quarantine(self._quarantine_path)
+            fresh.load()
+            self._quarantine, self._quarantine_seen = fresh, seen
+        return self._quarantine
 
     def read_batch(self, start: int, limit: int, max_bytes: int) -> tuple[DispatchBatch | None, int]:
-        """Records from ``start`` (a record boundary) before ``limit``; returns (batch or None, next offset)."""
+        """Records from ``start`` (a record boundary) before ``limit``; returns (batch or None, next offset).
+        A quarantined record is jumped over (None, its end); a batch ends before one."""
+        quarantine = self._quarantined()
+        damaged = quarantine.covering(start)
+        if damaged is not None:
+            return None, min(damaged.end, max(limit, start))
+        stop = quarantine.next_start(start)
+        if stop is not None:
+            max_bytes = min(max_bytes, stop - start)
         seg_start = start - start % self._segment_bytes
         fd = self._open(seg_start)
         if fd is None:
