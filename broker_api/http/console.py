@@ -54,7 +54,7 @@ def console_router(kind: Literal["broker", "namesrv"]) -> APIRouter:
     page = _PAGES[kind]
 
     @router.get("/console")
-    @requires(OPEN)
+    @requires(OPEN, query=("poll_ms",))  # read by the page's own script (rates.js)
     async def console_page() -> Response:
         return _asset(page)
 
