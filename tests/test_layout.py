@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -34,13 +35,11 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _top_level_imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """Modules ``name`` imports when it loads (not inside functions or TYPE_CHECKING)."""
-    is_package = path.name == "__init__.py"
-    package = name if is_package else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text(), str(path))
+def _named_imports(name: str, path: Path, nodes: Iterable[ast.AST]) -> set[str]:
+    """The modules (and ``module.name`` pairs) the import statements among ``nodes`` name, made absolute."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in tree.body:
+    for node in nodes:
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -51,6 +50,12 @@ def _top_level_imports(name: str, path: Path, known: dict[str, Path]) -> set[str
                 module = node.module or ""
             targets.add(module)
             targets.update(f"{module}.{alias.name}" for alias in node.names)
+    return targets
+
+
+def _top_level_imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Modules ``name`` imports when it loads (not inside functions or TYPE_CHECKING)."""
+    targets = _named_imports(name, path, ast.parse(path.read_text(), str(path)).body)
     # importing a.b.c loads packages a and a.b first (those that are not our own ancestors)
     ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
     for target in list(targets):
@@ -129,20 +134,7 @@ def _room(module: str) -> str:
 
 def _all_imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """Every module ``name`` imports, at load time or inside a function."""
-    is_package = path.name == "__init__.py"
-    package = name if is_package else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+    found = _named_imports(name, path, ast.walk(ast.parse(path.read_text(), str(path))))
     return {t for t in found if t in known and t != name}
 
 
