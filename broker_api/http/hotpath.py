@@ -90,11 +90,12 @@ class HotPathMiddleware:
             return
         broker = scope["app"].state.broker
         counting = _Counting(scope, send, route)
-        if has_body(scope["headers"]):  # the whole body first: a slow sender holds no slot (slow_clients.py)
-            receive = await _read_first(scope, receive, counting, broker)
-            if receive is None:
-                return
         try:
+            if has_body(scope["headers"]):  # the whole body first: a slow sender holds no slot (slow_clients.py)
+                broker.admission.check(route, _content_length(scope))  # a storm is still refused unread
+                receive = await _read_first(scope, receive, counting, broker)
+                if receive is None:
+                    return
             ticket: Ticket = await broker.admission.admit(route, _content_length(scope))
         except OverloadedError as exc:  # the storm path: as cheap as an answer can be
             broker.metrics.requests_rejected.inc(route=route, reason=exc.reason)
