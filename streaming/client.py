@@ -36,7 +36,7 @@ log = logging.getLogger("sparkmq.streaming")
 ARROW_MIME = "application/vnd.apache.arrow.stream"
 _ROUNDS = 3
 _BACKOFF_S = (0.1, 0.3, 1.0)
-_BUSY_RETRIES = 8  # busy answers (429/503 with Retry-After) waited out per request
+_BUSY_RETRIES = 32  # busy answers (429/503 with Retry-After) waited out per request, within timeout_s
 _NOT_FOUND = {"topic_not_found", "queue_not_found"}
 
 

@@ -232,8 +232,10 @@ def install_namesrv_contract(app: FastAPI, codes: list[str], auth: bool) -> None
                 for op in item.values():
                     _constrain_params(op)
                     statuses = {"500"} | ({"400"} if op.get("parameters") or "requestBody" in op else set())
-                    if "{" in path or "register" in path:
-                        statuses.add("404")
+                    if "{" in path or "register" in path or path.startswith("/v1/controller"):
+                        statuses.add("404")  # an unknown broker name, or controller_disabled
+                    if path.startswith("/v1/controller/") and "requestBody" in op:
+                        statuses.add("409")  # controller_fenced: a stale master or in-sync set epoch
                     if auth and path not in _ALWAYS_OPEN:
                         statuses |= {"401", "403"}
                         op["security"] = [{"bearer": []}]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..cluster.controller_state import Heartbeat
 from ..errors import ControllerDisabledError, NamesrvAddressError
-from ..settings.addresses import normalize_url
+from ..settings.addresses import ADDRESS_PATTERN, normalize_url
 from .controller import ControllerService
 
 __all__ = ["mount_controller"]
@@ -38,7 +38,8 @@ class HeartbeatBody(_Body):
     cluster: str = _Name
     broker_name: str = _Name
     replica_id: str = Field(min_length=1, max_length=64)
-    address: str = Field(description="The broker's HTTP base URL")
+    address: str = Field(description="The broker's HTTP base URL, e.g. http://127.0.0.1:8080",
+                         json_schema_extra={"pattern": ADDRESS_PATTERN})
     ha_address: str | None = None
     ha_client_address: str | None = None
     max_offset: int = Field(default=0, ge=0)
