@@ -29,13 +29,7 @@ from connectors.tables.spec import MODES, WRITE_MODES
 
 from ..errors import ERROR_TABLE
 from ..model.pop_records import RECEIPT_PATTERN
-from ..model.topics import (
-    CLIENT_TOPIC_PATTERN,
-    GROUP_NAME_MAX,
-    GROUP_NAME_PATTERN,
-    GROUP_TOPIC_RULE,
-    TOPIC_NAME_MAX,
-)
+from ..model.topics import CLIENT_TOPIC_PATTERN, GROUP_NAME_MAX, GROUP_NAME_PATTERN, GROUP_TOPIC_RULE, TOPIC_NAME_MAX
 from .schemas import ANSWER_MODELS
 from .transactions import SINK_ID_PATTERN
 
@@ -232,10 +226,11 @@ def install_namesrv_contract(app: FastAPI, codes: list[str], auth: bool) -> None
                 for op in item.values():
                     _constrain_params(op)
                     statuses = {"500"} | ({"400"} if op.get("parameters") or "requestBody" in op else set())
-                    if "{" in path or "register" in path or path.startswith("/v1/controller"):
-                        statuses.add("404")  # an unknown broker name, or controller_disabled
-                    if path.startswith("/v1/controller/") and "requestBody" in op:
-                        statuses.add("409")  # controller_fenced: a stale master or in-sync set epoch
+                    controller = path.startswith("/v1/controller")  # 404 controller_disabled, 409 fenced
+                    if "{" in path or "register" in path or controller:
+                        statuses.add("404")
+                    if controller and "requestBody" in op:
+                        statuses.add("409")
                     if auth and path not in _ALWAYS_OPEN:
                         statuses |= {"401", "403"}
                         op["security"] = [{"bearer": []}]
