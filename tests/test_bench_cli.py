@@ -24,7 +24,7 @@ AREAS = ("store", "broker", "spark", "mirror")
 FIGURE = re.compile(r"^-?[\d,]+(\.\d+)? \S+$")
 
 
-def _bench(args: list[str], cwd: Path, timeout_s: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+def _bench(args: list[str], cwd: Path, timeout_s: float = 540, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "TMPDIR": str(cwd), **env}
     return subprocess.run([sys.executable, "-m", "broker_api", "bench", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout_s, check=False)
