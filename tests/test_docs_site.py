@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from broker_api.cli.docs_gen import REGENERATE
 
-from .tour import Tour, as_shell, find_missing, parse_blocks, python_blocks, unmarked_blocks, TOUR_PORTS
+from .tour import Tour, as_shell, find_missing, free_ports, parse_blocks, python_blocks, unmarked_blocks, TOUR_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -33,17 +32,6 @@ TESTED_PAGES = ["getting-started.md", "concepts.md", *(page for page in re.finda
     r"^\s+- [^:]+: (guides/[\w-]+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), flags=re.M)
     if page not in OTHERS)]
 RUN_PAGES = [p for p in TESTED_PAGES if parse_blocks((DOCS / p).read_text(encoding="utf-8"))]
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _mkdocs(site: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -130,7 +118,7 @@ def test_getting_started_has_what_a_newcomer_needs() -> None:
 @pytest.mark.parametrize("page", RUN_PAGES)
 def test_page_runs_as_pasted(page: str, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "conf", tmp_path / "conf")  # run from the clone's directory
-    tour = Tour(tmp_path, dict(zip(TOUR_PORTS, _free_ports(len(TOUR_PORTS)))), timeout_s=60.0)
+    tour = Tour(tmp_path, dict(zip(TOUR_PORTS, free_ports(len(TOUR_PORTS)))), timeout_s=60.0)
     try:
         for block in parse_blocks((DOCS / page).read_text(encoding="utf-8")):
             assert block.kind != "pyspark", f"docs/{page}: Spark blocks belong in the tour (one Spark run)"

@@ -6,26 +6,14 @@ import re
 import shutil
 import subprocess
 import sys
-import socket
 from pathlib import Path
 
 import pytest
 
-from .tour import TOUR_PORTS, Tour, parse_tour, find_missing, python_blocks
+from .tour import TOUR_PORTS, Tour, free_ports, parse_tour, find_missing, python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_tour_covers_what_the_issue_asks_for() -> None:
@@ -52,7 +40,7 @@ def test_expectations_match_in_order_only() -> None:
 @pytest.mark.spark
 def test_readme_tour_runs_as_pasted(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "conf", tmp_path / "conf")  # the clone's directory, as the tour says
-    tour = Tour(tmp_path, dict(zip(TOUR_PORTS, _free_ports(len(TOUR_PORTS)))))
+    tour = Tour(tmp_path, dict(zip(TOUR_PORTS, free_ports(len(TOUR_PORTS)))))
     stopped: list[tuple[str, int | None, str]] = []
     shell_outputs: list[tuple[str, str]] = []
     try:

@@ -42,6 +42,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import TextIO
 
 __all__ = ["Block", "Command", "Tour", "as_shell", "parse_blocks", "parse_tour", "find_missing", "python_blocks",
-           "unmarked_blocks"]
+           "unmarked_blocks", "free_ports"]
 
 _MARKER = re.compile(r"<!-- tour:(terminal|shell|pyspark|python) -->\s*\n```(\w+)\n(.*?)\n```", re.S)
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n.*?^```", re.S | re.M)
@@ -331,3 +332,15 @@ def _user_env(broker_port: int, namesrv_port: int) -> dict[str, str]:
     env["PYSPARK_PYTHON"] = sys.executable
     env["COLUMNS"] = "160"
     return env
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports on 127.0.0.1, held together while the kernel picks them."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
