@@ -13,45 +13,75 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .client import (
-    BrokerUnreachableError,
-    PullResult,
-    QueueInfo,
-    SendResult,
-    SparkMQClient,
-)
-from .errors import (
-    ERROR_TABLE,
-    BadJsonError,
-    BadMessageError,
-    BadOffsetError,
-    BadRequestError,
-    BadTopicNameError,
-    BatchTooLargeError,
-    BrokerBusyError,
-    BrokerError,
-    GroupDisabledError,
-    GroupNotFoundError,
-    NotReadyError,
-    PermissionDeniedError,
-    QueueNotFoundError,
-    TopicExistsError,
-    TopicNotFoundError,
-    TransactionNotFoundError,
-    TransactionStateError,
-    UnsupportedMediaTypeError,
-)
 from .lazy import lazy_getattr
-from .settings.broker import BrokerSettings, load_settings
 
 if TYPE_CHECKING:
+    from .client import (
+        BrokerUnreachableError,
+        PullResult,
+        QueueInfo,
+        SendResult,
+        SparkMQClient,
+    )
+    from .errors import (
+        ERROR_TABLE,
+        BadJsonError,
+        BadMessageError,
+        BadOffsetError,
+        BadRequestError,
+        BadTopicNameError,
+        BatchTooLargeError,
+        BrokerBusyError,
+        BrokerError,
+        GroupDisabledError,
+        GroupNotFoundError,
+        NotReadyError,
+        PermissionDeniedError,
+        QueueNotFoundError,
+        TopicExistsError,
+        TopicNotFoundError,
+        TransactionNotFoundError,
+        TransactionStateError,
+        UnsupportedMediaTypeError,
+    )
+    from .settings.broker import BrokerSettings, load_settings
     from .http.app import create_app
     from .broker import Broker
     from .http.wire import ARROW_STREAM, PULL_SCHEMA
 
-# The app, the broker and the wire formats load FastAPI and pyarrow: imported on first use.
-__getattr__ = lazy_getattr(__name__, {"create_app": "http.app", "Broker": "broker",
-                                      "ARROW_STREAM": "http.wire", "PULL_SCHEMA": "http.wire"})
+# Every name loads its module on first use: `python -m broker_api serve` imports the broker, not the
+# client (httpx), and `from broker_api import SparkMQClient` does not import FastAPI.
+_WHERE = {name: "client" for name in (
+    "BrokerUnreachableError",
+    "PullResult",
+    "QueueInfo",
+    "SendResult",
+    "SparkMQClient",
+)}
+_WHERE.update({name: "errors" for name in (
+    "ERROR_TABLE",
+    "BadJsonError",
+    "BadMessageError",
+    "BadOffsetError",
+    "BadRequestError",
+    "BadTopicNameError",
+    "BatchTooLargeError",
+    "BrokerBusyError",
+    "BrokerError",
+    "GroupDisabledError",
+    "GroupNotFoundError",
+    "NotReadyError",
+    "PermissionDeniedError",
+    "QueueNotFoundError",
+    "TopicExistsError",
+    "TopicNotFoundError",
+    "TransactionNotFoundError",
+    "TransactionStateError",
+    "UnsupportedMediaTypeError",
+)})
+_WHERE.update({"BrokerSettings": "settings.broker", "load_settings": "settings.broker", "create_app": "http.app",
+               "Broker": "broker", "ARROW_STREAM": "http.wire", "PULL_SCHEMA": "http.wire"})
+__getattr__ = lazy_getattr(__name__, _WHERE)
 
 __all__ = [
     "ARROW_STREAM",

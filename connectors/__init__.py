@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
-from .config import MirrorConfig
-from .errors import ConnectorError, MirrorError, SqlError, SqlTimeoutError
-from .mirror import DeltaMirror
-from .mirror_process import MirrorProcess, open_mirror
-from .rows import MESSAGE_SCHEMA
-from .spark_tables import register_table_topics, table_changes, table_locations
-from .spark_view import register_spark_view
-from .sql import TABLE_NAME, is_truncated, run_sql
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import MirrorConfig
+    from .errors import ConnectorError, MirrorError, SqlError, SqlTimeoutError
+    from .mirror import DeltaMirror
+    from .mirror_process import MirrorProcess, open_mirror
+    from .rows import MESSAGE_SCHEMA
+    from .spark_tables import register_table_topics, table_changes, table_locations
+    from .spark_view import register_spark_view
+    from .sql import TABLE_NAME, is_truncated, run_sql
+
+# Each name loads its module on first use: the broker imports connectors.errors without Delta Lake.
+_WHERE: dict[str, str] = {
+    "MirrorConfig": "config",
+    **dict.fromkeys(("ConnectorError", "MirrorError", "SqlError", "SqlTimeoutError"), "errors"),
+    "DeltaMirror": "mirror",
+    **dict.fromkeys(("MirrorProcess", "open_mirror"), "mirror_process"),
+    "MESSAGE_SCHEMA": "rows",
+    **dict.fromkeys(("register_table_topics", "table_changes", "table_locations"), "spark_tables"),
+    "register_spark_view": "spark_view",
+    **dict.fromkeys(("TABLE_NAME", "is_truncated", "run_sql"), "sql"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    setattr(sys.modules[__name__], name, value)
+    return value
+
 
 __all__ = [
     "ConnectorError",

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import launcher
 from tests.procs import free_port as _free_port
 from tests.procs import stop_process
 
@@ -129,16 +130,11 @@ class BrokerProcess:
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = log_path
         self._env = env
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | launcher.Forked | None = None
 
-    def start(self, timeout_s: float = 60.0) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "broker_api", "serve", "--host", "127.0.0.1",
-               "--port", str(self.port), "--data-dir", str(self.data_dir)]
-        log = open(self.log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(cmd, cwd=_REPO_ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT)
-        finally:
-            log.close()
+    def start(self, timeout_s: float = 60.0) -> BrokerProcess:
+        args = ["serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data_dir)]
+        self.proc = launcher.spawn(args, self._env, self.log_path)
         self._wait_ready(timeout_s)
         return self
 
@@ -177,7 +173,7 @@ class BrokerProcess:
             self.proc.kill()
             self.proc.wait(10)
 
-    def restart(self, timeout_s: float = 60.0) -> "BrokerProcess":
+    def restart(self, timeout_s: float = 60.0) -> BrokerProcess:
         self.stop()
         return self.start(timeout_s)
 
@@ -215,3 +211,7 @@ def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
 def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     """A default broker on a free port with its own data dir."""
     return broker_factory()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    launcher.close()  # the process that forks brokers for this test process (tests/launcher.py)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import httpx
 
 from broker_api.namesrv import body_crc32
-
+from tests import launcher
 from tests.procs import stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,12 +33,11 @@ class NamesrvProcess:
         self.log_path = log_path
         self._env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
         self._env.update(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | launcher.Forked | None = None
 
     def start(self, timeout_s: float = 60.0) -> NamesrvProcess:  # as a broker: a loaded machine imports slowly
-        cmd = [sys.executable, "-m", "broker_api", "namesrv", "--host", "127.0.0.1", "--port", str(self.port)]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = launcher.spawn(["namesrv", "--host", "127.0.0.1", "--port", str(self.port)], self._env,
+                                   self.log_path, cwd=REPO_ROOT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
