@@ -21,6 +21,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -84,14 +85,16 @@ class _Launcher:
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         return self._proc
 
-    def spawn(self, args: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> Forked:
+    def spawn(self, args: list[str], env: dict[str, str], cwd: Path, log_path: Path,
+              err_path: Path | None = None) -> Forked:
         with self._lock:
             proc = self._ensure()
             assert proc.stdin is not None and proc.stdout is not None
             self._count += 1
             rc_path = log_path.with_name(f"{log_path.name}.{os.getpid()}.{self._count}.rc")
             rc_path.unlink(missing_ok=True)
-            request = {"args": args, "env": env, "cwd": str(cwd), "log": str(log_path), "rc": str(rc_path)}
+            request = {"args": args, "env": env, "cwd": str(cwd), "log": str(log_path), "rc": str(rc_path),
+                       "err": str(err_path) if err_path else None}
             proc.stdin.write(json.dumps(request).encode() + b"\n")
             proc.stdin.flush()
             line = proc.stdout.readline()
@@ -128,6 +131,27 @@ def spawn(args: list[str], env: dict[str, str], log_path: Path,
     return _LAUNCHER.spawn(args, env, cwd, log_path)
 
 
+def run(args: list[str], env: dict[str, str] | None = None, cwd: Path = _REPO_ROOT,
+        timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([python, -m, broker_api, *args], capture_output=True, text=True)``, forked."""
+    env = dict(os.environ if env is None else env)
+    if not enabled():
+        return subprocess.run([sys.executable, "-m", "broker_api", *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    with tempfile.TemporaryDirectory(prefix="sparkmq-run-") as tmp:
+        out, err = Path(tmp) / "out", Path(tmp) / "err"
+        proc = _LAUNCHER.spawn(args, env, cwd, out, err)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            raise
+        return subprocess.CompletedProcess(["python", "-m", "broker_api", *args], code,
+                                           out.read_text(errors="replace") if out.exists() else "",
+                                           err.read_text(errors="replace") if err.exists() else "")
+
+
 def close() -> None:
     _LAUNCHER.close()
 
@@ -143,11 +167,12 @@ def _child(request: dict[str, Any]) -> None:
     try:
         # The launcher's request and reply pipes are fds 0 and 1: replaced by /dev/null and the log.
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        err = os.open(request.get("err") or request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(err, 2)
         os.dup2(devnull, 0)
-        for fd in (log, devnull):
+        for fd in (log, err, devnull):
             if fd > 2:
                 os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)

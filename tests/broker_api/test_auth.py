@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from broker_api.auth import PolicyEntry, decide
 from broker_api.auth.signature import signed_headers
 from broker_api.client import SparkMQClient
 from broker_api.errors import BrokerError
+from tests import launcher
 from tests.broker_api.conftest import FAST_ENV
 from tests.conftest import BrokerProcess, _free_port
 from tests.namesrv.support import NamesrvProcess, register_body
@@ -31,8 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sparkmq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SPARKMQ_")}
-    return subprocess.run([sys.executable, "-m", "broker_api", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**clean, **(env or {})})
+    return launcher.run(list(args), env={**clean, **(env or {})}, cwd=ROOT, timeout=60)
 
 
 @dataclass
@@ -109,7 +108,7 @@ def test_policy_allows_and_403_names_resource_and_action(secured: Cluster) -> No
         assert [m["body"] for m in page.messages][:1] in (["a"], ["b"])
         with pytest.raises(BrokerError) as denied:
             app.produce("payments", ["x"])
-    assert getattr(denied.value, "status") == 403 and getattr(denied.value, "code") == "permission_denied"
+    assert denied.value.status == 403 and denied.value.code == "permission_denied"
     assert "Pub on Topic:payments" in denied.value.message
     resp = httpx.post(url + "/v1/topics", json={"name": "t2"}, headers=bearer(secured.tokens["app"]), timeout=10)
     assert resp.status_code == 403 and "Admin on Cluster:DefaultCluster" in resp.json()["message"]

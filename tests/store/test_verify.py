@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from store import Message, MessageStore, PutResult
 from store.verify import verify_commitlog
+from tests import launcher
 
 from .test_damaged import _HS, _garble
 
@@ -25,8 +25,7 @@ def _fill(open_store: Callable[..., MessageStore], root: Path, n: int) -> list[P
 
 
 def _verify_cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker_api", "store", "verify", str(path), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return launcher.run(["store", "verify", str(path), *args], cwd=ROOT, timeout=120)
 
 
 def test_a_clean_store_over_several_segments_verifies(open_store: Callable[..., MessageStore],
