@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 schemathesis = pytest.importorskip("schemathesis")
 
-_EXAMPLES = 30  # per operation and mode
-_TIME_LIMIT_S = 90.0  # the whole run; cases past it are not sent (and reported)
+_EXAMPLES = 15  # per operation and mode
+_TIME_LIMIT_S = 60.0  # the whole run; cases past it are not sent (and reported)
 # Operations that stop the process or wait on purpose are not fuzzed (none today).
 _SKIP: frozenset[tuple[str, str]] = frozenset()
 
