@@ -116,6 +116,9 @@ async def _wait(ctx: KafkaContext, body: Any, timeout_s: float) -> bool:
     if waiters is None or timeout_s <= 0:
         return False
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    if not keys:  # a fetch of nothing (every partition paused) waits out max_wait, as Kafka does
+        await asyncio.sleep(timeout_s)
+        return False
     events = [(k, waiters.register(*k)) for k in keys]
     try:
         if not any(ctx.broker.queue_range(*k)[1] > _offset(body, k) for k in keys):

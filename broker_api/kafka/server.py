@@ -28,6 +28,7 @@ from .groups import GroupCoordinator
 from .handlers import api_versions, api_versions_answer, init_producer_id, list_offsets, metadata
 from .produce import produce
 from .sasl import PRE_AUTH_KEYS, SASL_HANDLERS, SaslGate
+from .tools_api import TOOLS_HANDLERS
 
 __all__ = ["KafkaListener"]
 
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[KafkaContext, Request], Awaitable[dict[str, Any] | None]]
 HANDLERS: dict[int, Handler] = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions,
-                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS, **SASL_HANDLERS}
+                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS, **SASL_HANDLERS,
+                                **TOOLS_HANDLERS}
 _STOP_TIMEOUT_S = 5.0
 
 
