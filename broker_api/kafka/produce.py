@@ -10,6 +10,7 @@ offset and is not stored again (the last five batches per producer and partition
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from store import Message
@@ -20,6 +21,7 @@ from .codec import ErrorCode, KafkaProtocolError, Request
 from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import to_message
+from .producer_state import SEQ_PROPERTY, recover, stamp
 from .records import Batch, decode_batches
 
 __all__ = ["produce"]
@@ -104,6 +106,10 @@ async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch]
             first = duplicate if first < 0 else first
             continue
         messages = [to_message(topic, index, r) for r in batch.records]
+        if batch.producer_id >= 0 and messages:
+            seq = stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                        batch.base_sequence + batch.last_offset_delta)
+            messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
         base = await _put(ctx, messages, acks)
         _remember(ctx, topic, index, batch, base)
         first = base if first < 0 else first
@@ -139,6 +145,12 @@ def _check_sequence(ctx: KafkaContext, topic: str, index: int, batch: Batch) -> 
     if batch.producer_id < 0:
         return None
     state = ctx.sequence(batch.producer_id, topic, index, batch.producer_epoch)
+    if not state.recovered:
+        state.recovered = True
+        if batch.producer_id < ctx.first_producer_id:  # handed out before a restart: read its stamps back
+            lo, hi = ctx.broker.queue_range(topic, index)
+            state.recent = recover(ctx.broker.store, topic, index, lo, hi, batch.producer_id,
+                                   batch.producer_epoch)[-_REMEMBERED:]
     for first, _, base in state.recent:
         if first == batch.base_sequence:
             return base
