@@ -10,6 +10,7 @@ offset and is not stored again (the last five batches per producer and partition
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import replace
 from typing import Any
 
@@ -17,14 +18,14 @@ from store import Message
 from store.errors import DiskFullError, FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 
 from ..errors import BrokerBusyError, PermissionDeniedError, SlaveReadOnlyError
-from .codec import ErrorCode, KafkaProtocolError, Request
+from .codec import ErrorCode, KafkaProtocolError, Request, decode_request
 from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import to_message
 from .producer_state import SEQ_PROPERTY, recover, stamp
 from .records import Batch, decode_batches
 
-__all__ = ["produce"]
+__all__ = ["produce", "refuse_legacy_produce"]
 
 log = logging.getLogger(__name__)
 _REMEMBERED = 5
@@ -169,3 +170,28 @@ def _remember(ctx: KafkaContext, topic: str, index: int, batch: Batch, base: int
     last = batch.base_sequence + batch.last_offset_delta
     state.recent.append((batch.base_sequence, last, base))
     del state.recent[:-_REMEMBERED]
+
+
+def refuse_legacy_produce(frame: bytes, version: int) -> bytes:
+    """The answer to a Produce v0-2 request (message formats v0/v1, before RecordBatch): every
+    partition asked gets UNSUPPORTED_VERSION. kio has no schema for these versions, so the request
+    is read with v3's (v3 only adds a leading transactional id) and the answer is packed by hand."""
+    key, _, correlation = _LEGACY_HEAD.unpack_from(frame, 0)
+    (client_len,) = struct.unpack_from(">h", frame, 8)
+    body = bytes(frame[10 + max(client_len, 0):])
+    v3 = decode_request(_LEGACY_HEAD.pack(key, 3, correlation) + b"\xff\xff" + b"\xff\xff" + body)
+    out = [struct.pack(">ii", correlation, len(v3.body.topic_data))]
+    for t in v3.body.topic_data:
+        name = t.name.encode()
+        out.append(struct.pack(">h", len(name)) + name + struct.pack(">i", len(t.partition_data)))
+        for p in t.partition_data:
+            out.append(struct.pack(">ihq", p.index, ErrorCode.unsupported_version.value, -1))
+            if version >= 2:
+                out.append(struct.pack(">q", -1))  # log_append_time
+    if version >= 1:
+        out.append(struct.pack(">i", 0))  # throttle_time_ms
+    data = b"".join(out)
+    return struct.pack(">i", len(data)) + data
+
+
+_LEGACY_HEAD = struct.Struct(">hhi")
