@@ -93,6 +93,9 @@ SPECS: tuple[BenchSpec, ...] = (
     BenchSpec("kafka", "kafka", "benchmarks.bench_kafka",
               ("--rows", "1000000", "--sink-rows", "200000", "--rounds", "3"),
               ("--rows", "50000", "--sink-rows", "5000", "--rounds", "2"), 1800, 600),
+    # sparkmq's Kafka listener (issue 32): confluent-kafka and Spark's Kafka source on both brokers.
+    BenchSpec("kafka", "kafka_wire", "benchmarks.bench_kafka_wire", ("--rows", "1000000", "--rounds", "3"),
+              ("--rows", "20000", "--rounds", "2"), 1800, 600),
 )
 
 

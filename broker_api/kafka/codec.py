@@ -63,9 +63,14 @@ API_VERSIONS: dict[int, tuple[int, int, int]] = {
     19: (0, 2, 7),     # CreateTopics
     20: (0, 1, 6),     # DeleteTopics
     22: (0, 0, 4),     # InitProducerId
+    23: (0, 2, 4),     # OffsetForLeaderEpoch
     32: (0, 1, 4),     # DescribeConfigs
     36: (0, 0, 2),     # SaslAuthenticate
+    37: (0, 0, 3),     # CreatePartitions
+    42: (0, 0, 2),     # DeleteGroups
+    47: (0, 0, 0),     # OffsetDelete
     60: (0, 0, 1),     # DescribeCluster
+    75: (0, 0, 0),     # DescribeTopicPartitions
 }
 
 

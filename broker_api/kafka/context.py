@@ -46,6 +46,7 @@ class _Sequence:
 
     epoch: int
     recent: list[tuple[int, int, int]] = field(default_factory=list)
+    recovered: bool = False  # whether the log's stamps were read back (producer_state.py)
 
 
 @dataclass
@@ -59,6 +60,10 @@ class KafkaContext:
     coordinator: Any = None  # the group coordinator (groups.py), set by the listener
     sasl: Any = None  # the SASL/PLAIN gate (sasl.py), set by the listener
     _next_producer_id: int = field(default_factory=lambda: int(time.time() * 1000) << 8)
+    first_producer_id: int = 0  # ids below it were handed out before this start
+
+    def __post_init__(self) -> None:
+        self.first_producer_id = self._next_producer_id + 1
 
     def new_producer_id(self) -> int:
         """A producer id not handed out before (time based, so it is fresh after a restart)."""

@@ -1,7 +1,8 @@
 """Fetch: pages of the store's queues as RecordBatch v2, with Kafka's long poll.
 
 Each partition's page is read by columns (:meth:`store.MessageStore.get_message_columns`: flat
-body and property buffers, no message objects) and written as one uncompressed batch whose base
+body and property buffers, no message objects) and written (by numpy columns when no record has a
+key or headers, :func:`.records.plain_batch`) as one uncompressed batch whose base
 offset is the fetch offset, so a client never receives records below the offset it asked for.
 The answer waits up to ``max_wait_ms`` for ``min_bytes``, woken by the broker's arrival events;
 ``max_bytes`` bounds the answer (the first non-empty partition is always served whole, as Kafka).
@@ -20,11 +21,12 @@ from .codec import ErrorCode, Request, millis
 from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import split_properties
-from .records import BatchWriter
+from .records import BatchWriter, plain_batch
 
 __all__ = ["fetch", "page_batch"]
 
 _MAX_RECORDS = 10_000
+_WCRC_ONLY = b"WCRC\x01"  # a record whose properties hold only the store's checksum
 _OUT_OF_RANGE = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW)
 
 
@@ -34,9 +36,13 @@ def page_batch(page: Any) -> bytes:
         n = len(page)
         if not n:
             return b""
+        props = page.properties.tobytes()
+        if not props or props.count(b"\x02") == props.count(_WCRC_ONLY) == props.count(b"\x01") == n:
+            # no record has properties other than the store's checksum: no key, no headers
+            return plain_batch(page.queue_offsets, page.born_timestamps, page.bodies, page.body_offsets)
         offsets, born = page.queue_offsets.tolist(), page.born_timestamps.tolist()
         bo, po = page.body_offsets.tolist(), page.property_offsets.tolist()
-        bodies, props = page.bodies.tobytes(), page.properties.tobytes()
+        bodies = page.bodies.tobytes()
         w = BatchWriter(offsets[0], born[0])
         for i in range(n):
             key, headers = split_properties(props[po[i]:po[i + 1]])
@@ -116,6 +122,9 @@ async def _wait(ctx: KafkaContext, body: Any, timeout_s: float) -> bool:
     if waiters is None or timeout_s <= 0:
         return False
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    if not keys:  # a fetch of nothing (every partition paused) waits out max_wait, as Kafka does
+        await asyncio.sleep(timeout_s)
+        return False
     events = [(k, waiters.register(*k)) for k in keys]
     try:
         if not any(ctx.broker.queue_range(*k)[1] > _offset(body, k) for k in keys):

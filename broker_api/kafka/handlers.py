@@ -11,7 +11,7 @@ from .codec import API_VERSIONS, ErrorCode, Request
 from .context import KafkaContext
 from .mapping import kafka_topic_ok
 
-__all__ = ["api_versions", "metadata", "list_offsets", "init_producer_id", "api_versions_answer"]
+__all__ = ["api_versions", "metadata", "topic_entry", "visible_topics", "list_offsets", "init_producer_id", "api_versions_answer"]
 
 _ZERO_UUID = uuid.UUID(int=0)
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
@@ -32,12 +32,24 @@ def _partitions(ctx: KafkaContext, queues: int) -> list[dict[str, Any]]:
              "replica_nodes": [me], "isr_nodes": [me], "offline_replicas": []} for q in range(queues)]
 
 
-def _topic_entry(ctx: KafkaContext, name: str, auto_create: bool) -> dict[str, Any]:
+def visible_topics(ctx: KafkaContext, session: dict[str, Any]) -> list[str]:
+    """Topic names Kafka clients may see: names Kafka accepts, and (with [auth]) Pub or Sub granted."""
+    return [t.name for t in ctx.kafka_topics() if _visible(ctx, session, t.name)]
+
+
+def _visible(ctx: KafkaContext, session: dict[str, Any], name: str) -> bool:
+    return ctx.topic_allowed(session, name, "Sub") or ctx.topic_allowed(session, name, "Pub")
+
+
+def topic_entry(ctx: KafkaContext, session: dict[str, Any], name: str, auto_create: bool) -> dict[str, Any]:
+    """One topic as Metadata and DescribeTopicPartitions describe it (an error when not visible)."""
     topics = ctx.broker.topics
     entry: dict[str, Any] = {"name": name, "topic_id": _ZERO_UUID, "is_internal": False, "partitions": [],
                              "topic_authorized_operations": -2147483648}
     if not kafka_topic_ok(name):
         return {**entry, "error_code": ErrorCode.invalid_topic_exception}
+    if not _visible(ctx, session, name):
+        return {**entry, "error_code": ErrorCode.topic_authorization_failed}
     if not topics.exists(name) and auto_create and ctx.broker.settings.broker.auto_create_topics:
         try:
             topics.for_produce(name)
@@ -52,7 +64,7 @@ async def metadata(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     body = req.body
     wanted = body.topics
     if wanted is None or (req.api_version == 0 and not wanted):
-        names = [t.name for t in ctx.kafka_topics()]
+        names = visible_topics(ctx, req.session)
         auto = False
     else:
         names = [t.name for t in wanted if t.name is not None]
@@ -63,7 +75,7 @@ async def metadata(ctx: KafkaContext, req: Request) -> dict[str, Any]:
         "brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}],
         "cluster_id": n.cluster_id,
         "controller_id": n.node_id,
-        "topics": [_topic_entry(ctx, name, auto) for name in names],
+        "topics": [topic_entry(ctx, req.session, name, auto) for name in names],
         "cluster_authorized_operations": -2147483648,
     }
 

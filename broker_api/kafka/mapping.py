@@ -79,7 +79,7 @@ def split_properties(raw: bytes) -> tuple[bytes | None, list[tuple[bytes, bytes 
         name, _, value = pair.partition(b"\x01")
         if name == b"KEYS":
             key = value.replace(b"\x03", b" ")
-        elif name == b"WCRC":
+        elif name in (b"WCRC", b"KAFKA_SEQ"):
             continue
         elif name == b"KAFKA_KEY_B64":
             key = base64.b64decode(value)

@@ -10,19 +10,22 @@ offset and is not stored again (the last five batches per producer and partition
 from __future__ import annotations
 
 import logging
+import struct
+from dataclasses import replace
 from typing import Any
 
 from store import Message
 from store.errors import DiskFullError, FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 
 from ..errors import BrokerBusyError, PermissionDeniedError, SlaveReadOnlyError
-from .codec import ErrorCode, KafkaProtocolError, Request
+from .codec import ErrorCode, KafkaProtocolError, Request, decode_request
 from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import to_message
+from .producer_state import SEQ_PROPERTY, recover, stamp
 from .records import Batch, decode_batches
 
-__all__ = ["produce"]
+__all__ = ["produce", "refuse_legacy_produce"]
 
 log = logging.getLogger(__name__)
 _REMEMBERED = 5
@@ -104,6 +107,10 @@ async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch]
             first = duplicate if first < 0 else first
             continue
         messages = [to_message(topic, index, r) for r in batch.records]
+        if batch.producer_id >= 0 and messages:
+            seq = stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                        batch.base_sequence + batch.last_offset_delta)
+            messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
         base = await _put(ctx, messages, acks)
         _remember(ctx, topic, index, batch, base)
         first = base if first < 0 else first
@@ -139,6 +146,12 @@ def _check_sequence(ctx: KafkaContext, topic: str, index: int, batch: Batch) -> 
     if batch.producer_id < 0:
         return None
     state = ctx.sequence(batch.producer_id, topic, index, batch.producer_epoch)
+    if not state.recovered:
+        state.recovered = True
+        if batch.producer_id < ctx.first_producer_id:  # handed out before a restart: read its stamps back
+            lo, hi = ctx.broker.queue_range(topic, index)
+            state.recent = recover(ctx.broker.store, topic, index, lo, hi, batch.producer_id,
+                                   batch.producer_epoch)[-_REMEMBERED:]
     for first, _, base in state.recent:
         if first == batch.base_sequence:
             return base
@@ -157,3 +170,28 @@ def _remember(ctx: KafkaContext, topic: str, index: int, batch: Batch, base: int
     last = batch.base_sequence + batch.last_offset_delta
     state.recent.append((batch.base_sequence, last, base))
     del state.recent[:-_REMEMBERED]
+
+
+def refuse_legacy_produce(frame: bytes, version: int) -> bytes:
+    """The answer to a Produce v0-2 request (message formats v0/v1, before RecordBatch): every
+    partition asked gets UNSUPPORTED_VERSION. kio has no schema for these versions, so the request
+    is read with v3's (v3 only adds a leading transactional id) and the answer is packed by hand."""
+    key, _, correlation = _LEGACY_HEAD.unpack_from(frame, 0)
+    (client_len,) = struct.unpack_from(">h", frame, 8)
+    body = bytes(frame[10 + max(client_len, 0):])
+    v3 = decode_request(_LEGACY_HEAD.pack(key, 3, correlation) + b"\xff\xff" + b"\xff\xff" + body)
+    out = [struct.pack(">ii", correlation, len(v3.body.topic_data))]
+    for t in v3.body.topic_data:
+        name = t.name.encode()
+        out.append(struct.pack(">h", len(name)) + name + struct.pack(">i", len(t.partition_data)))
+        for p in t.partition_data:
+            out.append(struct.pack(">ihq", p.index, ErrorCode.unsupported_version.value, -1))
+            if version >= 2:
+                out.append(struct.pack(">q", -1))  # log_append_time
+    if version >= 1:
+        out.append(struct.pack(">i", 0))  # throttle_time_ms
+    data = b"".join(out)
+    return struct.pack(">i", len(data)) + data
+
+
+_LEGACY_HEAD = struct.Struct(">hhi")

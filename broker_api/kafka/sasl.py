@@ -1,4 +1,4 @@
-"""SASL/PLAIN on the Kafka port, onto sparkmq's users and ACL (``[auth] enabled``).
+"""SASL/PLAIN and SCRAM-SHA-256 (see scram.py) on the Kafka port, onto sparkmq's users and ACL (``[auth] enabled``).
 
 A connection first sends SaslHandshake (v1, mechanism ``PLAIN``) and SaslAuthenticate with
 ``authzid \\0 user \\0 secret``; the user and secret are a sparkmq user's (``sparkmq acl user-add``),
@@ -14,9 +14,10 @@ import logging
 from typing import Any
 
 from ..auth.authn import Authenticator, Principal
-from ..auth.users import UserStore
+from ..auth.users import User, UserStore
 from ..errors import AccessDeniedError, UnauthenticatedError
 from .codec import ErrorCode, Request
+from .scram import SCRAM_SHA_256, ScramExchange
 
 __all__ = ["SaslGate", "SASL_HANDLERS", "PRE_AUTH_KEYS"]
 
@@ -44,6 +45,13 @@ class SaslGate:
         user, secret = parts[1].decode(errors="replace"), parts[2].decode(errors="replace")
         return self._auth.authenticate("KAFKA", "/", "", {"authorization": f"Bearer {user}:{secret}"})
 
+    def user(self, name: str) -> User:
+        """The enabled user ``name`` (SCRAM's lookup); UnauthenticatedError if there is none."""
+        user = self._auth.store.snapshot().users.get(name) if self._auth is not None else None
+        if user is None or not user.enabled:
+            raise UnauthenticatedError(f"unknown or disabled user {name!r}")
+        return user
+
     def allowed(self, principal: Principal | None, resource: str, action: str) -> bool:
         if self._auth is None:
             return True
@@ -57,21 +65,43 @@ class SaslGate:
 
 
 async def sasl_handshake(ctx: Any, req: Request) -> dict[str, Any]:
-    mechanisms = ["PLAIN"] if ctx.sasl.enabled else []
+    mechanisms = ["PLAIN", SCRAM_SHA_256] if ctx.sasl.enabled else []
     ok = req.body.mechanism in mechanisms
+    if ok:
+        req.session["mechanism"] = req.body.mechanism
+        req.session.pop("scram", None)
     return {"error_code": 0 if ok else ErrorCode.unsupported_sasl_mechanism, "mechanisms": mechanisms}
 
 
 async def sasl_authenticate(ctx: Any, req: Request) -> dict[str, Any]:
     """Answers the token; the server records the principal (``req.session``) on success."""
+    token = bytes(req.body.auth_bytes)
     try:
-        principal = ctx.sasl.login(bytes(req.body.auth_bytes))
+        if req.session.get("mechanism") == SCRAM_SHA_256:
+            reply = _scram(ctx, req.session, token)
+        else:
+            req.session["principal"] = ctx.sasl.login(token)
+            reply = b""
     except UnauthenticatedError as exc:
-        log.warning("kafka: SASL/PLAIN authentication failed (client %s): %s", req.client_id, exc.message)
+        log.warning("kafka: SASL/%s authentication failed (client %s): %s", req.session.get("mechanism", "PLAIN"),
+                    req.client_id, exc.message)
+        req.session.pop("scram", None)
         return {"error_code": ErrorCode.sasl_authentication_failed, "error_message": exc.message,
                 "auth_bytes": b"", "session_lifetime": 0}
-    req.session["principal"] = principal
-    return {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime": 0}
+    return {"error_code": 0, "error_message": None, "auth_bytes": reply, "session_lifetime": 0}
+
+
+def _scram(ctx: Any, session: dict[str, Any], token: bytes) -> bytes:
+    """One SCRAM round: client-first (answered with the salt), then client-final (logs the user in)."""
+    exchange = session.get("scram")
+    if exchange is None:
+        exchange = session["scram"] = ScramExchange()
+        return exchange.first(token)
+    user = ctx.sasl.user(exchange.user)
+    reply = exchange.final(token, user)
+    del session["scram"]
+    session["principal"] = Principal(user.name, user.super)
+    return reply
 
 
 SASL_HANDLERS = {SASL_HANDSHAKE: sasl_handshake, SASL_AUTHENTICATE: sasl_authenticate}

@@ -26,8 +26,9 @@ from .fetch import fetch
 from .group_api import GROUP_HANDLERS
 from .groups import GroupCoordinator
 from .handlers import api_versions, api_versions_answer, init_producer_id, list_offsets, metadata
-from .produce import produce
+from .produce import produce, refuse_legacy_produce
 from .sasl import PRE_AUTH_KEYS, SASL_HANDLERS, SaslGate
+from .tools_api import TOOLS_HANDLERS
 
 __all__ = ["KafkaListener"]
 
@@ -35,8 +36,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[KafkaContext, Request], Awaitable[dict[str, Any] | None]]
 HANDLERS: dict[int, Handler] = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions,
-                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS, **SASL_HANDLERS}
+                                22: init_producer_id, **GROUP_HANDLERS, **ADMIN_HANDLERS, **SASL_HANDLERS,
+                                **TOOLS_HANDLERS}
 _STOP_TIMEOUT_S = 5.0
+PRODUCE_KEY = 0
 
 
 class KafkaListener:
@@ -146,6 +149,11 @@ class KafkaListener:
             level = logging.DEBUG if key == API_VERSIONS_KEY else logging.WARNING  # KIP-511: clients probe
             log.log(level, "kafka: %s asked api key %d version %d; served %d..%d", peer, key, version,
                     served[1], served[2])
+            if key == PRODUCE_KEY:
+                try:
+                    return refuse_legacy_produce(frame, version)
+                except KafkaProtocolError:
+                    raise _CloseConnection(f"a malformed Produce v{version} request") from None
             return _error(key, version, correlation, ErrorCode.unsupported_version)
         try:
             req = decode_request(frame, session)

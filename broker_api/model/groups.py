@@ -105,6 +105,18 @@ class GroupManager:
                 if topics.pop(topic, None) is not None:
                     self._dirty = True
 
+    def delete(self, group: str, topic: str | None = None, queues: set[int] | None = None) -> None:
+        """Forget ``group``'s committed offsets: all, one topic's, or some queues of it."""
+        with self._lock:
+            if topic is None:
+                self._offsets.pop(group, None)
+            elif queues is None:
+                self._offsets.get(group, {}).pop(topic, None)
+            else:
+                for q in queues:
+                    self._offsets.get(group, {}).get(topic, {}).pop(q, None)
+            self._dirty = True
+
     def config(self, group: str) -> dict[str, Any]:
         with self._lock:
             return {"consume_enabled": True, "disabled_reason": None, **self._groups.get(group, {})}

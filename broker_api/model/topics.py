@@ -22,6 +22,7 @@ from store import MessageStore
 from store.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
 
 from ..errors import (
+    BadRequestError,
     BadTopicNameError,
     PermissionDeniedError,
     QueueNotFoundError,
@@ -227,6 +228,17 @@ class TopicManager:
             cfg = replace(self.get(name), table=table)
             self._topics[name] = cfg
             self._save()
+        return cfg
+
+    def grow(self, name: str, queues: int) -> TopicConfig:
+        """Give client topic ``name`` more queues (Kafka's CreatePartitions); never fewer."""
+        with self._lock:
+            cfg = self.get(name)
+            if queues < cfg.queues:
+                raise BadRequestError(f"topic {name!r} has {cfg.queues} queues; a topic never loses queues")
+            cfg = self._topics[name] = replace(cfg, queues=queues)
+            self._save()
+        self._changed()
         return cfg
 
     def ensure_system(self, name: str, queues: int = 1) -> TopicConfig:

@@ -144,3 +144,19 @@ def test_unknown_topic_is_refused_and_bad_kafka_names_are_not_listed(kafka: Kafk
     p.produce("missing", b"x", partition=0, on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     assert errors and errors[0] is not None
+
+
+def test_records_without_keys_or_headers_come_back_from_a_mid_page_offset(kafka: KafkaBroker) -> None:
+    """Pages of plain records are written by columns (records.plain_batch): same values, offsets, times."""
+    create_topic(kafka.url, "plain", 1)
+    values = [os.urandom(n) for n in (0, 1, 63, 64, 100, 8191, 8192, 20000)] * 25
+    stamps = [1_700_000_000_000 + i * 997 for i in range(len(values))]
+    _produce(kafka.bootstrap, "plain", [(0, None, v, []) for v in values], **{"enable.idempotence": False})
+    p = ck.Producer({"bootstrap.servers": kafka.bootstrap})
+    p.produce("plain", value=b"stamped", partition=0, timestamp=stamps[0])
+    assert p.flush(20) == 0
+    got = _consume(kafka.bootstrap, "plain", 0, 3, len(values) - 2)
+    assert [m.value() or b"" for m in got] == values[3:] + [b"stamped"]
+    assert [m.offset() for m in got] == list(range(3, len(values) + 1))
+    assert all(m.key() is None and not m.headers() for m in got)
+    assert got[-1].timestamp()[1] == stamps[0]

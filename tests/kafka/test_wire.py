@@ -55,6 +55,22 @@ def test_a_retried_idempotent_batch_is_stored_once(kafka: KafkaBroker) -> None:
     assert [m["body"] for m in http_messages(kafka.url, "idem", 0)] == ["a", "b", "c", "d"]
 
 
+def _legacy_produce(port: int, version: int) -> list[tuple[str, int, int, int]]:
+    """Send a Produce v``version`` (v0-2) for idem/1 and return (topic, partition, error, base offset)s."""
+    body = struct.pack(">hii", 1, 5000, 1) + struct.pack(">h", 4) + b"idem" + struct.pack(">iii", 1, 1, 3) + b"abc"
+    frame = struct.pack(">hhih", 0, version, 11, 1) + b"t" + body
+    answer = roundtrip(port, struct.pack(">i", len(frame)) + frame)
+    assert answer is not None
+    correlation, topics = struct.unpack_from(">ii", answer, 0)
+    assert correlation == 11 and topics == 1
+    (name_len,) = struct.unpack_from(">h", answer, 8)
+    name = answer[10:10 + name_len].decode()
+    _, partition, error, base = struct.unpack_from(">iihq", answer, 10 + name_len)
+    size = 10 + name_len + 18 + (8 if version >= 2 else 0) + (4 if version >= 1 else 0)
+    assert len(answer) == size
+    return [(name, partition, error, base)]
+
+
 def test_bad_frames_are_answered_or_closed_and_logged_and_others_are_served(kafka: KafkaBroker) -> None:
     port = kafka.kafka_port
     good = encode_request(18, 3, 7, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
@@ -78,7 +94,9 @@ def test_bad_frames_are_answered_or_closed_and_logged_and_others_are_served(kafk
     assert {k.api_key for k in body.api_keys} >= {0, 1, 2, 3, 18, 22}  # type: ignore[attr-defined]
     produce_v2 = struct.pack(">hhi", 0, 2, 5) + b"\x00\x00"
     answer = roundtrip(port, struct.pack(">i", len(produce_v2)) + produce_v2)
-    assert answer is None  # Produce v0-2 (pre-0.11 message formats) has no schema here: closed, logged
+    assert answer is None  # a malformed Produce v0-2 cannot be answered: closed, logged
+    for version in (0, 1, 2):  # pre-0.11 message formats: each partition is answered UNSUPPORTED_VERSION
+        assert _legacy_produce(port, version) == [("idem", 1, ErrorCode.unsupported_version.value, -1)]
     # an unknown API key and an oversized frame close that connection only
     unknown = struct.pack(">hhi", 999, 0, 1) + b"\x00\x00"
     assert roundtrip(port, struct.pack(">i", len(unknown)) + unknown) is None
