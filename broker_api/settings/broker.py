@@ -28,6 +28,7 @@ from pydantic_settings import (
 
 from connectors import MirrorConfig
 from store import HAConfig, StoreConfig
+from store.tiered import TieredConfig
 
 from ..auth.config import AuthSection, TlsSection
 from .addresses import parse_namesrv_addrs
@@ -218,11 +219,16 @@ def _section_from(config: type, name: str, doc: str, overrides: dict[str, tuple[
 if typing.TYPE_CHECKING:  # built at run time from the dataclasses: mypy cannot see their fields
     StoreSection: Any
     MirrorSection: Any
+    TieredSection: Any
 
 StoreSection = _section_from(
     StoreConfig, "StoreSection",
     "The message store (`store.StoreConfig`): CommitLog, ConsumeQueues, index, flushing, retention.",
     {"root_dir": (str, Field(default="", description='Store directory; "" = `<data_dir>/store`.'))})
+TieredSection = _section_from(
+    TieredConfig, "TieredSection",
+    "The tiered CommitLog (`store.tiered.TieredConfig`): old segments move to an object store (S3) and are "
+    "read back on demand; see the tiered-storage guide.", {})
 # Exactly the fields of connectors.MirrorConfig.
 MirrorSection = _section_from(
     MirrorConfig, "MirrorSection",
@@ -252,6 +258,7 @@ class BrokerSettings(TomlSettings):
     tls: TlsSection = TlsSection()
     auth: AuthSection = AuthSection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
+    tiered: TieredSection = TieredSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
     tables: TablesSection = TablesSection()
     runtime: RuntimeSection = RuntimeSection()
@@ -314,6 +321,10 @@ class BrokerSettings(TomlSettings):
         values["root_dir"] = values["root_dir"] or str(self.data_path / "store")
         values["store_host"] = values["store_host"] or self.store_host(self.broker.port)
         return StoreConfig(**values)
+
+    def tiered_config(self) -> TieredConfig:
+        """The tiered CommitLog's settings (``[tiered]``); ``enabled`` is False without a uri."""
+        return TieredConfig(**self.tiered.model_dump())
 
     def advertised_host(self) -> str:
         """The host NameServers hand to clients: a wildcard listen address becomes this machine's IP."""
