@@ -72,6 +72,9 @@ class Gate:
         self._open.clear()
         self.traffic.clear()
 
+    def open(self) -> None:
+        self._open.set()
+
     def _accept(self) -> None:
         while not self._stop.is_set():
             try:
@@ -112,6 +115,6 @@ class Gate:
 
     def stop(self) -> None:
         self._stop.set()
-        self._listener.close()
         for t in self._threads:
             t.join(timeout=2)
+        self._listener.close()
