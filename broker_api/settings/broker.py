@@ -345,6 +345,12 @@ class BrokerSettings(TomlSettings):
         """Where table topics' Delta tables live (``[tables] root_dir``, else ``<data_dir>/tables``)."""
         return Path(self.tables.root_dir) if self.tables.root_dir else self.data_path / "tables"
 
+    @property
+    def tables_root(self) -> str:
+        """``tables_path`` as a string, or the ``[tables] root_dir`` URI as given (``s3://bucket/prefix``)."""
+        root = self.tables.root_dir
+        return root.rstrip("/") if "://" in root else str(self.tables_path)
+
     def mirror_values(self) -> dict[str, Any]:
         """MirrorConfig keyword arguments, with the empty defaults filled in."""
         values = self.mirror.model_dump()
