@@ -116,6 +116,9 @@ class Broker:
         self.gate.start(loop)
         self._start_replication(loop)
         self.mirror = self._start_mirror()
+        if self.tiered is not None and self.mirror is not None and self.settings.mirror.host == "process":
+            mirror = self.mirror  # the child reads the local segment files: keep them until it has
+            self.tiered.hold_below(lambda: int(mirror.lag()["mirrored_offset"]))
         self.tables.start()
         self._schedule()
         self.periodic.start()

@@ -14,6 +14,7 @@ segment that is not uploaded yet.  ``start()``/``stop()`` run the uploader.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..message_store import MessageStore
 from .cache import BlockCache
@@ -35,6 +36,7 @@ class TieredStorage:
         self.remote = RemoteLog(self.manifest, self.cache)
         store.commitlog.remote = self.remote
         store.limit_retention(self._uploaded_end)
+        self._holds: list[Callable[[], int]] = []
         self.uploader = UploaderService(config, store.commitlog.queue, self.objects, self.manifest, self.cache,
                                         self._safe_end, self._after_expire)
 
@@ -44,6 +46,11 @@ class TieredStorage:
     def stop(self) -> None:
         self.uploader.stop()
 
+    def hold_below(self, offset: Callable[[], int]) -> None:
+        """Move no segment reaching past ``offset()`` (a reader of the local files, such as the mirror
+        child process, has not read it yet)."""
+        self._holds.append(offset)
+
     def run_once(self) -> int:
         """One upload/expiry round now (operations and tests); returns how many segments moved."""
         return self.uploader.run_once()
@@ -51,7 +58,7 @@ class TieredStorage:
     def _safe_end(self) -> int:
         """Segments wholly below this are dispatched (ConsumeQueues and index built) and flushed."""
         commitlog = self._store.commitlog
-        return min(self._store.reput.reput_offset, commitlog.queue.flushed_offset())
+        return min([self._store.reput.reput_offset, commitlog.queue.flushed_offset(), *(h() for h in self._holds)])
 
     def _uploaded_end(self) -> int:
         """The store's retention may delete local segments only below this: what the manifest lists."""
