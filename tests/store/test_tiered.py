@@ -166,3 +166,29 @@ def test_local_directory_and_size_limit(open_tiered: Opener, tmp_path: Path) -> 
     assert len(store.commitlog.queue.files) == 2  # 2 x 64 KiB stay: the size limit, not the age, moved the rest
     assert sorted(p.name for p in (tmp_path / "remote" / "commitlog").iterdir())[0] == "0" * 20
     assert _read_all(store) == before
+
+
+def test_slave_from_scratch_copies_segments_that_are_only_remote(open_store: Callable[..., MessageStore],
+                                                                  tmp_path: Path) -> None:
+    from store import HAConfig
+    from store.ha import HAClient, HAService
+    from tests.store.test_ha import SLAVE_HOST, read_queue, summary, wait_until
+
+    master = open_store(tmp_path / "master")
+    tier = TieredStorage(master, TieredConfig(uri=str(tmp_path / "remote"), local_retention_s=0.0,
+                                              interval_s=3600.0, block_bytes=16 << 10))
+    _fill(master)
+    assert tier.run_once() >= 3 and len(master.commitlog.queue.files) == 1
+    ha = HAService(master, HAConfig(listen_host="127.0.0.1", listen_port=0))
+    ha.start()
+    slave = open_store(tmp_path / "slave", store_host=SLAVE_HOST)
+    client = HAClient(slave, HAConfig(master_address=f"127.0.0.1:{ha.port}"))
+    client.start()
+    try:
+        assert wait_until(lambda: slave.max_phy_offset() == master.max_phy_offset())
+        assert slave.wait_visible(10) and slave.min_phy_offset() == 0
+        assert summary(read_queue(slave, _TOPIC, 0)) == summary(read_queue(master, _TOPIC, 0))
+    finally:
+        client.stop()
+        ha.stop()
+        tier.stop()
