@@ -16,6 +16,7 @@ the next upload of that segment.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,10 +72,9 @@ class Manifest:
 
     def find(self, offset: int) -> RemoteSegmentInfo | None:
         """The remote segment holding ``offset``, or None."""
-        for seg in self._segments:  # few entries (a segment is 1 GiB by default)
-            if seg.start <= offset < seg.end:
-                return seg
-        return None
+        segs = self._segments
+        i = bisect_right(segs, offset, key=lambda s: s.start) - 1
+        return segs[i] if i >= 0 and segs[i].start <= offset < segs[i].end else None
 
     def min_offset(self) -> int | None:
         segs = self._segments

@@ -192,3 +192,30 @@ def test_slave_from_scratch_copies_segments_that_are_only_remote(open_store: Cal
         client.stop()
         ha.stop()
         tier.stop()
+
+
+def test_killed_after_the_manifest_names_a_segment_the_local_copy_is_dropped_not_uploaded_again(
+        open_tiered: Opener, tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    store, tier = open_tiered(str(remote))
+    _fill(store)
+    before = _read_all(store)
+    assert tier.run_once() >= 3
+    tier.stop()
+    store.shutdown()
+    last = tier.manifest.segments()[-1]  # as a kill between the manifest write and the local delete leaves it:
+    (tmp_path / "store" / "commitlog" / last.key.split("/")[-1]).write_bytes((remote / last.key).read_bytes())
+    store, tier = open_tiered(str(remote))
+    assert store.commitlog.queue.min_offset() == last.start and _read_all(store) == before
+    assert tier.run_once() == 1 and tier.stats()["uploaded_segments"] == 0  # dropped, not uploaded again
+    assert store.commitlog.queue.min_offset() == last.end and _read_all(store) == before
+
+
+def test_an_unreadable_manifest_stops_the_start_with_a_clear_error(tmp_path: Path) -> None:
+    from store import StoreError
+
+    store = MessageStore(small_config(tmp_path / "store"))
+    (tmp_path / "store" / "tiered").mkdir(parents=True)
+    (tmp_path / "store" / "tiered" / "manifest.json").write_text('{"version": 1, "segm')
+    with pytest.raises(StoreError, match="manifest .* is unreadable"):
+        TieredStorage(store, TieredConfig(uri=str(tmp_path / "remote")))
