@@ -142,7 +142,9 @@ def main() -> None:
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-tiered").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.python.authenticate.socketTimeout", "120s")  # a loaded 2-core box is slow to fork
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     streaming.register(spark)
     try:
