@@ -9,9 +9,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from tests.procs import free_port
 
@@ -28,6 +26,8 @@ class S3Server:
                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
 
     def client(self):  # type: ignore[no-untyped-def]
+        import boto3  # loaded only by the tests that use S3
+
         return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
                             aws_secret_access_key="testing", region_name="us-east-1")
 
@@ -43,6 +43,9 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on a free loopback port, one per test session (each test makes its own bucket)."""
+    from moto.server import ThreadedMotoServer  # loaded only by the tests that use S3
+
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.s3_support import Gate, S3Server, s3_server  # noqa: F401  (fixture)
+from tests.s3_support import Gate, S3Server
 
 _TOPIC = "lake"
 
@@ -59,7 +59,7 @@ def _wait_tiered(c: httpx.Client, remote_at_least: int, timeout_s: float = 30.0)
         time.sleep(0.1)
 
 
-def test_broker_serves_remote_segments_over_http(fast_broker: Callable[..., Any], s3_server: S3Server) -> None:  # noqa: F811
+def test_broker_serves_remote_segments_over_http(fast_broker: Callable[..., Any], s3_server: S3Server) -> None:
     bucket = s3_server.new_bucket()
     b = fast_broker(_env(s3_server, f"s3://{bucket}/b1"))
     with httpx.Client(base_url=b.url, timeout=30) as c:
@@ -81,7 +81,7 @@ def test_broker_serves_remote_segments_over_http(fast_broker: Callable[..., Any]
 
 
 def test_sigkill_during_upload_loses_nothing_and_resumes(fast_broker: Callable[..., Any],
-                                                         s3_server: S3Server) -> None:  # noqa: F811
+                                                         s3_server: S3Server) -> None:
     bucket = s3_server.new_bucket()
     gate = Gate(int(s3_server.endpoint.rsplit(":", 1)[1]))
     try:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from deltalake import DeltaTable
 
-from tests.s3_support import S3Server, s3_server  # noqa: F401  (fixture)
+from tests.s3_support import S3Server
 
 _FAST = {"SPARKMQ_MIRROR__BATCH_INTERVAL_S": "0.1", "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(1 << 20),
          "SPARKMQ_BROKER__LOG_LEVEL": "warning"}
@@ -42,7 +42,7 @@ def _mirrored(url: str) -> bool:
     return bool(lag["lag_bytes"] == 0 and lag["mirrored_offset"] > 0)
 
 
-def test_mirror_on_s3_exactly_once_across_sigkill(broker_factory: Callable[..., Any], s3_server: S3Server) -> None:  # noqa: F811
+def test_mirror_on_s3_exactly_once_across_sigkill(broker_factory: Callable[..., Any], s3_server: S3Server) -> None:
     uri = f"s3://{s3_server.new_bucket()}/lake/messages"
     b = broker_factory(env={**_FAST, **s3_server.env(), "SPARKMQ_MIRROR__TABLE_URI": uri,
                             "SPARKMQ_MIRROR__BATCH_ROWS": "200"})
@@ -81,7 +81,7 @@ def test_mirror_on_s3_exactly_once_across_sigkill(broker_factory: Callable[..., 
 
 
 def test_table_topic_on_s3_exactly_once_across_restart(broker_factory: Callable[..., Any],
-                                                       s3_server: S3Server) -> None:  # noqa: F811
+                                                       s3_server: S3Server) -> None:
     bucket = s3_server.new_bucket()
     b = broker_factory(env={**_FAST, **s3_server.env(), "SPARKMQ_MIRROR__ENABLED": "false",
                             "SPARKMQ_TABLES__ROOT_DIR": f"s3://{bucket}/tables"})

@@ -12,7 +12,7 @@ import pytest
 
 from store import GetStatus, Message, MessageStore, RemoteReadError
 from store.tiered import TieredConfig, TieredStorage
-from tests.s3_support import S3Server, s3_server  # noqa: F401  (fixture)
+from tests.s3_support import S3Server
 from tests.store.conftest import small_config
 
 _TOPIC = "tier"
@@ -20,7 +20,7 @@ Opener = Callable[..., tuple[MessageStore, TieredStorage]]
 
 
 @pytest.fixture
-def aws_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:  # noqa: F811
+def aws_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     """obstore reads credentials and the endpoint from the environment, as in production."""
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import streaming
-from tests.s3_support import S3Server, s3_server  # noqa: F401  (fixture)
+from tests.s3_support import S3Server
 
 from .support import NO_MIRROR, create_topic
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_spark_reads_remote_segments_byte_for_byte(spark: Any, broker_factory: Any,
-                                                   s3_server: S3Server) -> None:  # noqa: F811
+                                                   s3_server: S3Server) -> None:
     env = {**NO_MIRROR, **s3_server.env(), "SPARKMQ_TIERED__URI": f"s3://{s3_server.new_bucket()}/spark",
            "SPARKMQ_TIERED__LOCAL_RETENTION_S": "0", "SPARKMQ_TIERED__INTERVAL_S": "0.2",
            "SPARKMQ_TIERED__BLOCK_BYTES": str(16 << 10), "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(64 << 10)}
