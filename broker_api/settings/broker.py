@@ -286,6 +286,11 @@ class BrokerSettings(TomlSettings):
             raise ValueError(f'[ha] role = "{role}" needs broker id 0; a broker id > 0 is a slave')
         return self
 
+    @model_validator(mode="after")
+    def _check_tiered(self) -> BrokerSettings:
+        self.tiered_config()  # a ValueError names the bad [tiered] value
+        return self
+
     @property
     def ha_role(self) -> str:
         """``async_master``, ``sync_master`` or ``slave`` (``[ha] role``, else by broker id)."""

@@ -49,6 +49,14 @@ class TieredConfig:
                          "upload is retried on the next round."},
     )
 
+    def __post_init__(self) -> None:
+        if self.block_bytes < 4096 or self.cache_max_bytes < self.block_bytes:
+            raise ValueError(f"[tiered] block_bytes must be at least 4096 and cache_max_bytes at least block_bytes "
+                             f"(got {self.block_bytes} and {self.cache_max_bytes})")
+        if min(self.local_retention_s, self.retention_s, self.local_max_bytes) < 0 or self.interval_s <= 0:
+            raise ValueError("[tiered] local_retention_s, retention_s and local_max_bytes must be >= 0, "
+                             "interval_s > 0")
+
     @property
     def enabled(self) -> bool:
         return bool(self.uri)
