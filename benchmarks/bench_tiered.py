@@ -142,6 +142,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=1024)
     ap.add_argument("--body", type=int, default=1000)
+    ap.add_argument("--target", choices=("s3", "dir"), default="s3",
+                    help="s3: moto's S3 server; dir: a local directory (our read path without moto's cost)")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -186,7 +188,8 @@ def run(rec: Recorder, spark: Any, tmp: Path, args: argparse.Namespace, aws: dic
     finally:
         broker.terminate()
         broker.wait(60)
-    tiered = {**aws, "SPARKMQ_TIERED__URI": "s3://sparkmq-bench/b", "SPARKMQ_TIERED__LOCAL_RETENTION_S": "0",
+    uri = "s3://sparkmq-bench/b" if args.target == "s3" else str(tmp / "remote")
+    tiered = {**aws, "SPARKMQ_TIERED__URI": uri, "SPARKMQ_TIERED__LOCAL_RETENTION_S": "0",
               "SPARKMQ_TIERED__INTERVAL_S": "0.2"}
     broker = start_broker(data, port, tiered)
     try:
