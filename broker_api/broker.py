@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from store import MessageStore, StoreError
+from store.tiered import TieredStorage
 
 from .protection.disk import DiskState
 from .protection.admission import Admission
@@ -52,6 +53,8 @@ class Broker:
         self.settings = settings
         meta = settings.meta_path
         self.store = MessageStore(settings.store_config())
+        tiered = settings.tiered_config()  # old segments in an object store: hooked in before the store opens
+        self.tiered = TieredStorage(self.store, tiered) if tiered.enabled else None
         self.disk = DiskState(self.store)  # would a produce be 507 now: /readyz, /v1/broker (protection/disk.py)
         self.topics = TopicManager(meta / "topics.json", settings.broker.default_queues,
                                    settings.broker.auto_create_topics)
@@ -98,6 +101,8 @@ class Broker:
             self.replication.prepare()  # the role; a returning old master cuts its own tail before the store opens
             self.replication.on_role_change = self._role_changed
         self.store.start()
+        if self.tiered is not None:
+            self.tiered.start()
         self.topics.load(self.store)
         self.topics.ensure_system(HALF_TOPIC)
         self.transactions.start()
@@ -111,6 +116,9 @@ class Broker:
         self.gate.start(loop)
         self._start_replication(loop)
         self.mirror = self._start_mirror()
+        if self.tiered is not None and self.mirror is not None and self.settings.mirror.host == "process":
+            mirror = self.mirror  # the child reads the local segment files: keep them until it has
+            self.tiered.hold_below(lambda: int(mirror.lag()["mirrored_offset"]))
         self.tables.start()
         self._schedule()
         self.periodic.start()
@@ -186,6 +194,8 @@ class Broker:
         self.transactions.stop()
         self.pop.stop()
         self.groups.persist()
+        if self.tiered is not None:
+            self.tiered.stop()
         self.store.shutdown()
 
     def _start_replication(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -277,6 +277,7 @@ ERROR_TABLE: ErrorTable = {
     store.InvalidOffsetError: (400, "bad_offset"),
     store.MessageNotFoundError: (404, "message_not_found"),
     store.DiskFullError: (507, "disk_full"),
+    store.RemoteReadError: (502, "remote_read_failed"),
     store.StoreClosedError: (503, "store_closed"),
     store.CorruptRecordError: (500, "corrupt_record"),
     store.StoreError: (500, "store_error"),

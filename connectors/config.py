@@ -28,7 +28,9 @@ class MirrorConfig:
                          'already parsed) or "process" (a child process reading the CommitLog read-only, off the '
                          "broker's GIL and memory)."},
     )
-    table_uri: str = field(default="", metadata={"doc": 'Delta table URI; "" = `<data_dir>/delta/messages`.'})
+    table_uri: str = field(default="", metadata={"doc": 'Delta table path or URI (`s3://bucket/prefix/messages`: credentials and '
+                                                       'endpoint from the AWS_* environment); "" = '
+                                                       '`<data_dir>/delta/messages`.'})
     bodies: bool = field(
         default=True,
         metadata={"doc": "Mirror message bodies too (false keeps only the index columns; body stays null)."},

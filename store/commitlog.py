@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -51,6 +52,14 @@ class AppendResult:
 _SCRATCH_BYTES = 4 << 20  # a larger batch is encoded into a buffer of its own
 
 
+class RemoteSegments(Protocol):
+    """Segments no longer on the local disk (``store.tiered.RemoteLog``): found by offset, read like MappedFiles."""
+
+    def find(self, offset: int) -> Any: ...
+
+    def min_offset(self) -> int | None: ...
+
+
 class CommitLog:
     def __init__(self, directory: Path, segment_size: int, store_host: str, verify_crc: bool = True) -> None:
         self.queue = MappedFileQueue(directory, segment_size)
@@ -64,10 +73,19 @@ class CommitLog:
         # (topic, queue id) -> next queue offset; rebuilt from ConsumeQueues at start.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.on_append: Callable[[int], None] = lambda end: None
+        self.remote: RemoteSegments | None = None  # set by tiered storage before the store starts
 
     # -- offsets ---------------------------------------------------------
     def min_offset(self) -> int:
-        return self.queue.min_offset()
+        low = self.remote.min_offset() if self.remote is not None else None
+        return self.queue.min_offset() if low is None else low
+
+    def find_segment(self, offset: int) -> Any:
+        """The local segment holding ``offset``, else the remote one (tiered storage), else None."""
+        seg = self.queue.find(offset)
+        if seg is None and self.remote is not None:
+            return self.remote.find(offset)
+        return seg
 
     def max_offset(self) -> int:
         return self.queue.max_offset()
@@ -247,7 +265,7 @@ class CommitLog:
     def read_message(self, phy_offset: int, size: int | None = None) -> StoredMessage:
         """The message at ``phy_offset``, CRC checked.  MessageNotFoundError when no record starts there,
         DamagedMessageError when one does (its magic code or its PHYSICAL_OFFSET says so) but fails a check."""
-        seg = self.queue.find(phy_offset)
+        seg = self.find_segment(phy_offset)
         if seg is None:
             raise MessageNotFoundError(f"no CommitLog segment holds offset {phy_offset}")
         pos = phy_offset - seg.start_offset
@@ -280,7 +298,7 @@ class CommitLog:
         i, n = 0, len(starts)
         while i < n:
             first = int(starts[i])
-            seg = self.queue.find(first)
+            seg = self.find_segment(first)
             j = i
             if seg is not None:
                 end = min(seg.start_offset + seg.wrote, first + _SPAN)
@@ -322,7 +340,7 @@ class CommitLog:
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:
         """Bytes from ``offset`` to at most the write position of its segment."""
-        seg = self.queue.find(offset)
+        seg = self.find_segment(offset)
         if seg is None:
             return b""
         pos = offset - seg.start_offset

@@ -21,6 +21,7 @@ __all__ = [
     "InvalidOffsetError",
     "FlushTimeoutError",
     "DamagedMessageError",
+    "RemoteReadError",
 ]
 
 
@@ -78,3 +79,8 @@ class FlushTimeoutError(StoreError):
     def __init__(self, message: str, results: list[Any] | None = None) -> None:
         super().__init__(message)
         self.results: list[Any] = list(results or [])
+
+
+class RemoteReadError(StoreError):
+    """Raised when a CommitLog segment tiered to object storage cannot be read back intact
+    (its object is missing, fails its CRC, or the object store does not answer): never wrong bytes."""

@@ -150,6 +150,16 @@ class MappedFileQueue:
             f.destroy()
         return len(doomed)
 
+    def detach_first(self, start: int) -> MappedFile | None:
+        """Take the first segment out of the log if it starts at ``start`` and is not the last (tiered
+        storage uploaded it); the caller destroys it once readers that found it are done."""
+        with self._lock:
+            files = self._files
+            if len(files) < 2 or files[0].start_offset != start:
+                return None
+            self._files = files[1:]
+            return files[0]
+
     def delete_expired(self, max_age_s: float, force: bool, limit: int = 10, below: int | None = None) -> int:
         """Delete up to ``limit`` old segments from the front; never the last, nor one reaching ``below``."""
         now = time.time()

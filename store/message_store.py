@@ -367,6 +367,11 @@ class MessageStore:
                 yield batch
 
     # -- operations ------------------------------------------------------
+    def limit_retention(self, below: Callable[[], int]) -> None:
+        """Retention deletes local segments only below ``below()`` too (tiered storage: what is uploaded)."""
+        dispatched = self._retention.dispatched
+        self._retention.dispatched = lambda: min(dispatched(), below())
+
     def run_retention(self, force: bool = False) -> int:
         self._check_running()
         return self._retention.run_once(force)

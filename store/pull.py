@@ -348,7 +348,7 @@ def _columns_of(commitlog: CommitLog, cq: ConsumeQueue, units: np.ndarray, offse
                 max_bytes: int | None) -> dict | None:
     """The columns of the records of ``units`` that lie in one segment; None if any fails a check."""
     phys, sizes = units["phy"].astype(np.int64), units["size"].astype(np.int64)
-    seg = commitlog.queue.find(int(phys[0]))
+    seg = commitlog.find_segment(int(phys[0]))
     if seg is None:
         return None
     room = min(seg.start_offset + seg.wrote, int(phys[0]) + _SPAN)

@@ -26,6 +26,7 @@ import pytest
 from tests import launcher
 from tests.procs import free_port as _free_port
 from tests.procs import stop_process
+from tests.s3_support import s3_server  # noqa: F401  (fixture: moto's S3 server on loopback)
 
 _MAX_WORKERS = 4  # each worker may hold a SparkSession (a JVM with a 1 GiB heap)
 

@@ -68,7 +68,7 @@ def test_every_field_of_every_section_appears_with_its_env_var() -> None:
     }
     assert set(BrokerSettings.model_fields) == {"broker", "limits", "fast_failure", "server", "groups",
                                                 "protection", "transactions", "pop", "delay", "store", "mirror", "ha", "kafka",
-                                                "tls", "auth", "tables", "runtime"}
+                                                "tls", "auth", "tables", "runtime", "tiered"}
     # the sections generated from the dataclasses carry every dataclass field
     assert expected["Broker `[store]`"] == [f.name for f in dataclasses.fields(StoreConfig)]
     assert expected["Broker `[mirror]`"] == [f.name for f in dataclasses.fields(MirrorConfig)]

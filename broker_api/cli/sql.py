@@ -84,10 +84,10 @@ def sql_command(
 
 def _table_topics(settings: BrokerSettings) -> dict[str, str]:
     """SQL name -> table of every topic with a table in the data directory's topics.json (as the broker names them)."""
-    root, out = settings.tables_path, {}
+    root, out = settings.tables_root, {}
     for name, raw in read_json(settings.meta_path / "topics.json", {}).items():
         if TopicConfig.from_json({**raw, "name": name}).table.enabled:
-            out[name], out[f"{name}__dlq"] = str(root / name), str(root / f"{name}__dlq")
+            out[name], out[f"{name}__dlq"] = f"{root}/{name}", f"{root}/{name}__dlq"
     return out
 
 

@@ -122,11 +122,13 @@ _SUCCESS: dict[str, dict[str, tuple[str, str]]] = {
 }
 _ALWAYS_OPEN = frozenset({"/healthz"})  # served without credentials, never refused for load
 _NO_SLAVE_GUARD = frozenset({"/healthz", "/readyz", "/metrics", "/v1/broker", "/v1/admin/metadata", "/v1/sql"})
+_REMOTE_READS = frozenset({"pull", "get_message", "query_by_key", "offset_at", "pop"})  # may read tiered segments
 _CONFLICTS = frozenset({"create_topic", "alter_topic", "produce", "end_transaction", "sink_commit", "sink_abort"})
 _STATUS_TEXT = {
     "400": "bad request: a malformed parameter or body (the error code says which)",
     "401": "unauthenticated: no credentials, unknown ones or a bad signature",
-    "502": "namesrv_rejected: a NameServer refused the request",
+    "502": "namesrv_rejected (a NameServer refused the request) or remote_read_failed (a tiered segment is "
+           "missing or damaged in the object store)",
     "403": "permission_denied (topic perm or ACL), group_disabled, or slave_read_only on a slave",
     "404": "the topic, queue, group, message, transaction or route does not exist",
     "409": "topic_exists with other settings, schema_change_refused (names the field), or transaction_conflict",
@@ -365,6 +367,8 @@ def _error_statuses(path: str, method: str, op: dict[str, Any], auth: bool) -> s
         statuses.add("507")
     if op.get("operationId") in _CONFLICTS:
         statuses.add("409")
+    if op.get("operationId") in _REMOTE_READS:
+        statuses.add("502")
     if op.get("operationId") == "post_sql":
         statuses.add("504")
     return statuses

@@ -96,6 +96,7 @@ def broker_info(request: Request) -> dict[str, Any]:
         "admin_address": broker.admin_address,
         "event_loop_lag_ms": round(broker.gate.loop_lag_ms, 3),
         "mirror": broker.mirror_lag(),
+        "tiered": broker.tiered.stats() if broker.tiered else None,  # local vs remote bytes, upload lag, cache
         "tables": broker.tables.statuses(),  # per table topic: rows, dlq_rows, lag_bytes, lag_seconds, ...
         "namesrv": broker.registrar.status() if broker.registrar else None,
         "ha": {**broker.replication.status(),
@@ -119,6 +120,7 @@ def metrics(request: Request) -> Response:
     lines += _admission_gauges(broker)
     lines += _queue_gauges(broker)
     lines += _store_gauges(broker)
+    lines += _tiered_gauges(broker)
     lines += broker.replication.metric_lines()
     lines += broker.pop.metric_lines()
     lines += broker.delay.metric_lines()
@@ -175,4 +177,15 @@ def _store_gauges(broker: Broker) -> list[str]:
                               [({}, float(lag.get("lag_bytes", 0)))])
         lines += render_gauge("sparkmq_mirror_lag_seconds", "Age of the oldest unmirrored message.",
                               [({}, float(lag.get("lag_seconds", 0)))])
+    return lines
+
+
+def _tiered_gauges(broker: Broker) -> list[str]:
+    """The tiered CommitLog's numbers (local vs remote bytes, upload lag, cache hits) as sparkmq_tiered_*."""
+    if broker.tiered is None:
+        return []
+    lines: list[str] = []
+    for key, value in sorted(broker.tiered.stats().items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            lines += render_gauge(f"sparkmq_tiered_{key}", f"Tiered storage statistic {key}.", [({}, float(value))])
     return lines

@@ -79,9 +79,10 @@ class TableManager:
         if self.service is None and self._writes and self._started:
             from connectors.tables.service import TableTopics  # the Delta writer loads only when used
 
-            root = self._settings.tables_path
-            root.mkdir(parents=True, exist_ok=True)
-            service = TableTopics(self._store, str(root), app_id=self._settings.broker.name)
+            root = self._settings.tables_root  # a local directory, or an object store URI (s3://...)
+            if "://" not in root:
+                self._settings.tables_path.mkdir(parents=True, exist_ok=True)
+            service = TableTopics(self._store, root, app_id=self._settings.broker.name)
             service.start()
             self.service = service
         return self.service

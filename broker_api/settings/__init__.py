@@ -10,7 +10,7 @@ from ..lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .addresses import ADDRESS_PATTERN, normalize_url, parse_namesrv_addrs
-    from .broker import AuthSection, BrokerSection, BrokerSettings, DelaySection, FastFailureSection, GroupsSection, HASection, LimitsSection, MirrorSection, PopSection, ProtectionSection, RuntimeSection, ServerSection, StoreSection, TablesSection, TlsSection, TransactionsSection, default_config_path, load_settings
+    from .broker import AuthSection, BrokerSection, BrokerSettings, DelaySection, FastFailureSection, GroupsSection, HASection, LimitsSection, MirrorSection, PopSection, ProtectionSection, RuntimeSection, ServerSection, StoreSection, TablesSection, TieredSection, TlsSection, TransactionsSection, default_config_path, load_settings
     from .doc import BEGIN, ConfigDocError, END, REGENERATE, main, render_markdown, render_toml, replace_block
     from .namesrv import NamesrvSettings, default_namesrv_config_path, load_namesrv_settings
     from .reference import Section, Setting, broker_sections, namesrv_sections
@@ -42,6 +42,7 @@ __getattr__ = lazy_getattr(__name__, {
     "Setting": "reference",
     "StoreSection": "broker",
     "TablesSection": "broker",
+    "TieredSection": "broker",
     "TlsSection": "broker",
     "TomlSettings": "toml",
     "TransactionsSection": "broker",
@@ -84,6 +85,7 @@ __all__ = [
     "Setting",
     "StoreSection",
     "TablesSection",
+    "TieredSection",
     "TlsSection",
     "TomlSettings",
     "TransactionsSection",

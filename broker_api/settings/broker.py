@@ -28,6 +28,7 @@ from pydantic_settings import (
 
 from connectors import MirrorConfig
 from store import HAConfig, StoreConfig
+from store.tiered import TieredConfig
 
 from ..auth.config import AuthSection, TlsSection
 from .addresses import parse_namesrv_addrs
@@ -218,11 +219,16 @@ def _section_from(config: type, name: str, doc: str, overrides: dict[str, tuple[
 if typing.TYPE_CHECKING:  # built at run time from the dataclasses: mypy cannot see their fields
     StoreSection: Any
     MirrorSection: Any
+    TieredSection: Any
 
 StoreSection = _section_from(
     StoreConfig, "StoreSection",
     "The message store (`store.StoreConfig`): CommitLog, ConsumeQueues, index, flushing, retention.",
     {"root_dir": (str, Field(default="", description='Store directory; "" = `<data_dir>/store`.'))})
+TieredSection = _section_from(
+    TieredConfig, "TieredSection",
+    "The tiered CommitLog (`store.tiered.TieredConfig`): old segments move to an object store (S3) and are "
+    "read back on demand; see the tiered-storage guide.", {})
 # Exactly the fields of connectors.MirrorConfig.
 MirrorSection = _section_from(
     MirrorConfig, "MirrorSection",
@@ -252,6 +258,7 @@ class BrokerSettings(TomlSettings):
     tls: TlsSection = TlsSection()
     auth: AuthSection = AuthSection()
     store: StoreSection = StoreSection()  # type: ignore[valid-type]
+    tiered: TieredSection = TieredSection()  # type: ignore[valid-type]
     mirror: MirrorSection = MirrorSection()  # type: ignore[valid-type]
     tables: TablesSection = TablesSection()
     runtime: RuntimeSection = RuntimeSection()
@@ -277,6 +284,11 @@ class BrokerSettings(TomlSettings):
             raise ValueError('[ha] role = "slave" needs a broker id > 0 (`--broker-id 1`); id 0 is the master')
         if role in ("async_master", "sync_master") and broker_id > 0:
             raise ValueError(f'[ha] role = "{role}" needs broker id 0; a broker id > 0 is a slave')
+        return self
+
+    @model_validator(mode="after")
+    def _check_tiered(self) -> BrokerSettings:
+        self.tiered_config()  # a ValueError names the bad [tiered] value
         return self
 
     @property
@@ -315,6 +327,10 @@ class BrokerSettings(TomlSettings):
         values["store_host"] = values["store_host"] or self.store_host(self.broker.port)
         return StoreConfig(**values)
 
+    def tiered_config(self) -> TieredConfig:
+        """The tiered CommitLog's settings (``[tiered]``); ``enabled`` is False without a uri."""
+        return TieredConfig(**self.tiered.model_dump())
+
     def advertised_host(self) -> str:
         """The host NameServers hand to clients: a wildcard listen address becomes this machine's IP."""
         host = self.broker.host
@@ -333,6 +349,12 @@ class BrokerSettings(TomlSettings):
     def tables_path(self) -> Path:
         """Where table topics' Delta tables live (``[tables] root_dir``, else ``<data_dir>/tables``)."""
         return Path(self.tables.root_dir) if self.tables.root_dir else self.data_path / "tables"
+
+    @property
+    def tables_root(self) -> str:
+        """``tables_path`` as a string, or the ``[tables] root_dir`` URI as given (``s3://bucket/prefix``)."""
+        root = self.tables.root_dir
+        return root.rstrip("/") if "://" in root else str(self.tables_path)
 
     def mirror_values(self) -> dict[str, Any]:
         """MirrorConfig keyword arguments, with the empty defaults filled in."""

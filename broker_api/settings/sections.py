@@ -140,8 +140,8 @@ class TablesSection(_Section):
         "the settings and writes none). false: such topics keep their settings, nothing is written, and "
         "enabling a table is answered 503 tables_disabled."))
     root_dir: str = Field(default="", description=(
-        'Directory of the table topics\' Delta tables (`<topic>` and `<topic>__dlq` under it); '
-        '"" = `<data_dir>/tables`.'))
+        'Directory or object store URI (`s3://bucket/prefix`, credentials and endpoint from the AWS_* environment) '
+        'of the table topics\' Delta tables (`<topic>` and `<topic>__dlq` under it); "" = `<data_dir>/tables`.'))
 
 
 class RuntimeSection(_Section):

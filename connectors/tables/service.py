@@ -71,10 +71,10 @@ class TableTopics:
     # -- configuration ---------------------------------------------------------
 
     def table_uri(self, topic: str) -> str:
-        return str(Path(self._root) / topic)
+        return f"{self._root.rstrip('/')}/{topic}"  # a path or a URI (s3://bucket/prefix): never Path()
 
     def dlq_uri(self, topic: str) -> str:
-        return str(Path(self._root) / f"{topic}__dlq")
+        return f"{self._root.rstrip('/')}/{topic}__dlq"
 
     def configure(self, topic: str, spec: TableSpec | None) -> None:
         """Enable, alter (evolve in place) or disable (None or mode off) the table of ``topic``.

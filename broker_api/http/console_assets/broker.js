@@ -1,4 +1,5 @@
-// Overview: this broker's identity, store, HA state and lag, NameServer registration, mirror and table lag.
+// Overview: this broker's identity, store, tiered storage, HA state and lag, NameServer registration, mirror and
+// table lag.
 
 import { api } from "./api.js";
 import { facts, fmtBytes, fmtNum, fmtTime, h, section, table } from "./dom.js";
@@ -23,6 +24,19 @@ function store(s) {
     ["Segments / queues", `${s.segments} / ${s.queues}`],
     ["Disk used", `${fmtNum(100 * (s.disk_used_ratio || 0), 1)} %${s.disk_full ? " (FULL)" : ""}`],
     ["Damaged records read", s.damaged_records_read],
+  ]);
+}
+
+export function tieredView(t) {
+  if (!t) return h("p", { class: "empty" }, "tiered storage is off ([tiered] uri is empty)");
+  const reads = t.cache_hits + t.cache_misses;
+  return facts([
+    ["Object store", t.uri],
+    ["Local / remote", `${fmtBytes(t.local_bytes)} (${t.local_segments} segments) / ${fmtBytes(t.remote_bytes)} `
+      + `(${t.remote_segments} segments)`],
+    ["Upload lag", `${fmtBytes(t.upload_lag_bytes)}, ${fmtNum(t.upload_lag_s, 1)} s`],
+    ["Cache hits", `${fmtNum(t.cache_hits)} of ${fmtNum(reads)} block reads (${fmtBytes(t.cache_bytes)} held)`],
+    ["Failed upload rounds", `${t.failed_uploads}${t.last_error ? `: ${t.last_error}` : ""}`],
   ]);
 }
 
@@ -76,6 +90,7 @@ export async function render(root) {
   root.append(
     section("Broker", identity(b)),
     section("Store", store(b.store)),
+    section("Tiered storage", tieredView(b.tiered)),
     section("HA replication", haView(b.ha)),
     section("NameServer registration", registration(b.namesrv, b.namesrv_addr)),
     section("Delta mirror", mirrorView(b.mirror)),
