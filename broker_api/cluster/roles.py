@@ -186,7 +186,7 @@ class ControllerReplication(Replication):
         others = self.in_sync.members() - {str(self.answer.get("master"))}
         if service is None or not others:
             return top
-        return min(top, self.in_sync.lowest_ack(others, service))
+        return max(0, min(top, self.in_sync.lowest_ack(others, service)))  # -1: a member not connected
 
     def stop(self) -> None:
         self._store.limit_to_confirm_offset(None)
