@@ -166,7 +166,10 @@ class Bench:
         assert old is not None
         acked: list[str] = []
         n = 0
+        deadline = time.monotonic() + self.args.round_timeout
         while len(acked) < self.args.before:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"round {k}: {len(acked)} SEND_OK before the kill in {self.args.round_timeout} s")
             status, bodies = send(old, 50, f"r{k}-{n}")
             n += 1
             if status == "SEND_OK":
