@@ -96,7 +96,8 @@ class ControllerService:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._lead()
+                if self.etcd is not None:
+                    self._lead()
                 if self.leading:
                     self.scan()
             except Exception:  # noqa: BLE001 - one bad round must not end the thread
