@@ -16,7 +16,12 @@ master, restarts the killed broker (it rejoins as a slave) and waits for a
 full in-sync set before the next round.  Bounded: ``--kills`` rounds, each at
 most ``--round-timeout`` seconds.
 
-    python benchmarks/bench_failover.py --kills 5 --replicas 3 --master-timeout 3
+Then ``--ns-restarts`` times, a Python client (through the NameServer, keyed
+messages) keeps producing while the NameServer (and its embedded controller)
+is SIGKILLed and restarted: every failed send and every message that landed
+on another broker name is counted (goal: 0 and 0).
+
+    python benchmarks/bench_failover.py --kills 20 --replicas 3 --master-timeout 3 --ns-restarts 3
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from benchmarks.results import Measure, Recorder, Target
+from broker_api.client import SendError, SparkMQClient
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"SPARKMQ_MIRROR__ENABLED": "false", "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(8 << 20),
@@ -158,7 +166,10 @@ class Bench:
         assert old is not None
         acked: list[str] = []
         n = 0
+        deadline = time.monotonic() + self.args.round_timeout
         while len(acked) < self.args.before:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"round {k}: {len(acked)} SEND_OK before the kill in {self.args.round_timeout} s")
             status, bodies = send(old, 50, f"r{k}-{n}")
             n += 1
             if status == "SEND_OK":
@@ -189,6 +200,66 @@ class Bench:
         return out
 
 
+def ns_restarts(bench: Bench, n: int, rec: Recorder) -> dict[str, Any]:
+    """Keyed sends through the NameServer while it is SIGKILLed and restarted ``n`` times."""
+    out = {"sent": 0, "failed": 0, "moved": 0, "errors": []}
+    stop = threading.Event()
+
+    def writer() -> None:
+        with SparkMQClient(namesrv=f"127.0.0.1:{bench.ns_port}", timeout_s=10) as client:
+            i = 0
+            while not stop.is_set() and i < 1_000_000:
+                batch = [{"body": f"ns-{i + j}", "keys": [f"k{(i + j) % 64}"]} for j in range(10)]
+                i += 10
+                try:
+                    results = client.produce("bench", batch)
+                except SendError as exc:
+                    results = exc.sent
+                    out["failed"] += len(exc.failed)
+                    out["errors"] = (out["errors"] + [str(exc)[:200]])[-3:]
+                out["sent"] += len(results)
+                out["moved"] += sum(1 for r in results if r.broker != "bk")
+
+    t = threading.Thread(target=writer, name="bench-ns-writer")
+    t.start()
+    try:
+        for k in range(n):
+            rec.phase(f"NameServer restart {k + 1}/{n} under keyed load")
+            wait(lambda: out["sent"] > 200 * (k + 1), 60)
+            bench.ns.kill()
+            time.sleep(1.0)
+            bench.ns.start()
+            wait(lambda: httpx.get(f"http://127.0.0.1:{bench.ns_port}/healthz", timeout=1).status_code == 200, 60)
+            before = out["sent"]
+            wait(lambda: out["sent"] > before + 500, 60)
+    finally:
+        stop.set()
+        t.join(30)
+    return out
+
+
+def record(rec: Recorder, rounds: list[dict[str, Any]], ns: dict[str, Any] | None, args: argparse.Namespace) -> None:
+    load = os.getloadavg()
+    base = {"kills": len(rounds), "replicas": args.replicas, "master_timeout_s": args.master_timeout,
+            "loadavg": [round(x, 2) for x in load]}
+    for key, what in (("elected_s", "SIGKILL of the master -> the controller names another"),
+                      ("send_ok_s", "SIGKILL of the master -> first SEND_OK on the same broker name")):
+        values = [r[key] for r in rounds if r.get(key) is not None]
+        if values:
+            targets = (Target("<=", 10.0),) if key == "send_ok_s" else ()
+            rec.add(Measure(f"failover.{key}.median", f"{what}, median of {len(values)}",
+                            round(statistics.median(values), 2), "s", targets=targets,
+                            details={**base, "max": round(max(values), 2), "values": [round(v, 2) for v in values]}))
+    rec.add(Measure("failover.lost", f"SEND_OK messages missing on the new master over {len(rounds)} kills",
+                    sum(r["lost"] for r in rounds), "msgs", targets=(Target("<=", 0),), details=base))
+    if ns is not None:
+        rec.add(Measure("failover.ns_restart.failed", f"keyed sends failed over {args.ns_restarts} NameServer "
+                        f"restart(s) under load ({ns['sent']} sent)", ns["failed"], "msgs",
+                        targets=(Target("<=", 0),), details={**base, "errors": ns["errors"]}))
+        rec.add(Measure("failover.ns_restart.moved", "keyed messages stored on another broker name",
+                        ns["moved"], "msgs", targets=(Target("<=", 0),)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=5)
@@ -196,28 +267,39 @@ def main() -> int:
     ap.add_argument("--master-timeout", type=float, default=3.0)
     ap.add_argument("--before", type=int, default=500, help="SEND_OK messages before each kill")
     ap.add_argument("--round-timeout", type=float, default=60.0)
+    ap.add_argument("--ns-restarts", type=int, default=1, help="NameServer restarts under keyed load (0: none)")
+    ap.add_argument("--json-out", default=None, help="also write the results as JSON (for sparkmq bench)")
     args = ap.parse_args()
+    rec = Recorder("failover", args.json_out, vars(args))
+    ns: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
         bench = Bench(args, Path(tmp))
         try:
+            rec.phase(f"{args.replicas} replicas of one broker name, controller in the NameServer")
             bench.start()
             rounds = []
             for k in range(args.kills):
+                rec.phase(f"kill {k + 1}/{args.kills}")
                 r = bench.round(k)
                 rounds.append(r)
                 print(json.dumps({key: round(v, 3) if isinstance(v, float) else v for key, v in r.items()}),
                       flush=True)
+            if args.ns_restarts:
+                ns = ns_restarts(bench, args.ns_restarts, rec)
+                print(json.dumps(ns), flush=True)
         finally:
             bench.stop()
+    record(rec, rounds, ns, args)
+    rec.write()
     summary: dict[str, Any] = {"kills": len(rounds), "replicas": args.replicas, "master_timeout_s": args.master_timeout,
-                               "lost": sum(r["lost"] for r in rounds)}
+                               "lost": sum(r["lost"] for r in rounds), "loadavg": os.getloadavg()}
     for key in ("elected_s", "accepted_s", "send_ok_s"):
         values = [r[key] for r in rounds if r.get(key) is not None]
         if values:
             summary[key] = {"median": round(statistics.median(values), 2), "max": round(max(values), 2),
                             "n": len(values)}
     print(json.dumps(summary), flush=True)
-    return 0 if summary["lost"] == 0 else 1
+    return 0 if summary["lost"] == 0 and (ns is None or ns["failed"] == 0) else 1
 
 
 if __name__ == "__main__":

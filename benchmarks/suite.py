@@ -35,7 +35,7 @@ __all__ = ["ALL_AREAS", "AREAS", "OPT_IN_AREAS", "SPECS", "BenchSpec", "Benchmar
            "bench_command_line", "run_suite", "specs_for"]
 
 AREAS = ("store", "broker", "spark", "mirror")  # the default run: Python, Spark and redis-server only
-OPT_IN_AREAS = ("kafka",)  # run only when named in --only: they need Java and Maven
+OPT_IN_AREAS = ("kafka", "failover")  # only when named in --only: Java and Maven; 20 SIGKILLs (~10 min)
 ALL_AREAS = AREAS + OPT_IN_AREAS
 
 
@@ -75,6 +75,9 @@ SPECS: tuple[BenchSpec, ...] = (
     # HA (issue 12): replication throughput, slave lag at 100k msg/s, SYNC_MASTER next to ASYNC_MASTER and sync flush.
     BenchSpec("broker", "ha", "benchmarks.bench_ha", ("--duration", "5"), ("--duration", "1", "--copy-mb", "20"),
               600, 180),
+    # Failover (issue 31): SIGKILL of a controller-mode master -> first SEND_OK; NameServer restarts under load.
+    BenchSpec("failover", "failover", "benchmarks.bench_failover", ("--kills", "20", "--ns-restarts", "3"),
+              ("--kills", "1", "--replicas", "2", "--ns-restarts", "1"), 1800, 180),
     # Message model (issue 13): POP + ack next to a plain pull of the same messages; timers with 1M pending.
     BenchSpec("broker", "pop", "benchmarks.bench_pop", ("--messages", "200000"), ("--messages", "20000"), 300, 90),
     BenchSpec("broker", "delay", "benchmarks.bench_delay", ("--pending", "1000000", "--due", "100000"),

@@ -56,6 +56,7 @@ __all__ = [
     "ControllerFencedError",
     "ControllerGroupNotFoundError",
     "ControllerDisabledError",
+    "ControllerUnavailableError",
     "MasterFencedError",
 ]
 
@@ -235,6 +236,10 @@ class ControllerGroupNotFoundError(NamesrvError):
 
 class ControllerDisabledError(NamesrvError):
     """Raised when a controller route is called on a NameServer started without --controller."""
+
+
+class ControllerUnavailableError(NamesrvError):
+    """Raised when the controller cannot act: its etcd has no quorum, or it stands by for another one."""
 
 
 class NamesrvUnavailableError(NamesrvError):

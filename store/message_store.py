@@ -291,12 +291,21 @@ class MessageStore:
         """Wait until every message appended before this call is dispatched, so pulls, queue
         offsets and key lookups see it; False if the dispatcher is still behind after ``timeout_s``."""
         self._check_running()
-        return self.reput.wait_for(self.commitlog.max_offset(), timeout_s)
+        return self.reput.wait_for(self.reput.dispatch_end(), timeout_s)
 
     def settled_reput_offset(self, timeout_s: float) -> int:
         """The reput offset once what is appended now is dispatched, or after ``timeout_s`` (also while stopping)."""
-        self.reput.wait_for(self.commitlog.max_offset(), timeout_s)
+        self.reput.wait_for(self.reput.dispatch_end(), timeout_s)
         return self.reput.reput_offset
+
+    def limit_to_confirm_offset(self, confirm: Callable[[], int] | None) -> None:
+        """Controller mode: dispatch (so every read) stops at ``confirm()``; None lifts the limit."""
+        self.reput.end_limit = confirm
+        self.reput.notify()
+
+    def confirm_offset(self) -> int:
+        """The CommitLog offset consumers may read below (the high watermark); the log's end without a limit."""
+        return self.reput.dispatch_end()
 
     @property
     def dispatch_behind(self) -> bool:

@@ -13,6 +13,13 @@ coming).  It parses up to ``batch_bytes`` at a time and calls:
 
 Quarantined records (see :mod:`.quarantine`) are not parsed: the ConsumeQueue
 table gives each its unit, and the other dispatchers never see it.
+
+``end_limit`` (controller mode) caps what is dispatched at the confirm offset,
+the in-sync set's lowest acknowledged CommitLog offset (RocketMQ's
+confirmOffset, Kafka's high watermark): consumers, queue offsets and key
+lookups see nothing an election could truncate.  Without it (the default,
+classic master/slave) everything appended is dispatched.  Whoever moves the
+confirm offset calls :meth:`ReputService.notify`.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ __all__ = ["ReputService"]
 _log = logging.getLogger(__name__)
 
 ArrivalListener = Callable[[str, int, int], None]
+EndLimit = Callable[[], int]  # the confirm offset: dispatch nothing at or past it
 
 
 class ReputService:
@@ -39,6 +47,7 @@ class ReputService:
         self.queues = queues
         self.batch_bytes = batch_bytes
         self.reput_offset = 0
+        self.end_limit: EndLimit | None = None
         self.dispatchers: list[Dispatcher] = []
         self.listeners: list[ArrivalListener] = []
         self._cond = threading.Condition()
@@ -51,7 +60,13 @@ class ReputService:
 
     @property
     def behind_bytes(self) -> int:
-        return max(0, self.commitlog.max_offset() - self.reput_offset)
+        return max(0, self.dispatch_end() - self.reput_offset)
+
+    def dispatch_end(self) -> int:
+        """Where dispatch may go now: the CommitLog's end, or the confirm offset when ``end_limit`` is set."""
+        end = self.commitlog.max_offset()
+        limit = self.end_limit
+        return end if limit is None else min(end, limit())
 
     def wait_for(self, offset: int, timeout_s: float) -> bool:
         """Block until everything before CommitLog ``offset`` is dispatched; False after ``timeout_s``."""
@@ -123,13 +138,15 @@ class ReputService:
         """Dispatch one chunk; returns whether the reput offset moved, and whether bytes appended
         before the round began are left (a full round)."""
         with self._round_lock:
-            start, end = self.reput_offset, self.commitlog.max_offset()
+            start, end = self.reput_offset, self.dispatch_end()
             if start >= end:
                 return False, False
             damaged = self.commitlog.quarantine.covering(start)
             if damaged is not None and damaged.phy_offset == start:
                 self.queues.put_damaged(damaged)
-            batch, nxt = self.commitlog.read_batch(start, self.batch_bytes)
+            batch, nxt = self.commitlog.read_batch(start, min(self.batch_bytes, end - start))
+            if nxt > end and self.end_limit is not None:
+                return False, False  # the confirm offset cuts the record at ``start``: wait for the rest
             if start < self.commitlog.min_offset():
                 _log.warning("reput offset %d was deleted by retention; skipping to %d", start, nxt)
             if batch is not None:

@@ -4,6 +4,7 @@
     sparkmq bench --quick --only store,broker       # small sizes, about a minute
     sparkmq bench --docs docs/benchmarks.md         # also rewrite the page's generated block
     sparkmq bench --only kafka                      # opt-in: next to a real Kafka broker (needs Java, Maven)
+    sparkmq bench --only failover                   # opt-in: 20 SIGKILLs of a controller-mode master (~10 min)
 
 Progress goes to stderr, the markdown table to stdout.  Each benchmark runs in
 its own subprocess (``benchmarks/suite.py``); a failure is one ``error:`` line
@@ -91,7 +92,8 @@ def _block(rows: list[Row], results: dict[str, Any]) -> str:
 
 def bench_command(
     only: Annotated[str, typer.Option(
-        help="Comma list of store, broker, spark, mirror; kafka (a real Kafka broker: Java, Maven) is opt-in."
+        help="Comma list of store, broker, spark, mirror; kafka (a real Kafka broker: Java, Maven) is opt-in; "
+             "so is failover (20 master kills, ~10 min)."
     )] = ",".join(AREAS),
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes: about a minute for store,broker.")] = False,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the JSON results.")] = Path(

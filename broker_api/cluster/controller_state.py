@@ -49,6 +49,7 @@ class Heartbeat:
     max_offset: int = 0
     epoch: int = 0  # the last epoch in its epoch file
     epoch_start: int | None = None  # a master: where its current epoch starts
+    confirm_offset: int | None = None  # a master: its in-sync set's lowest ack (slaves read below it)
 
 
 @dataclass(slots=True)
@@ -61,6 +62,7 @@ class Replica:
     max_offset: int = 0
     epoch: int = 0
     last_heartbeat: float = 0.0
+    confirm_offset: int | None = None
 
 
 @dataclass(slots=True)
@@ -116,6 +118,7 @@ class ControllerState:
             changed = True
         rep.address, rep.ha_address, rep.ha_client_address = hb.address, hb.ha_address, hb.ha_client_address
         rep.max_offset, rep.epoch, rep.last_heartbeat = hb.max_offset, hb.epoch, now
+        rep.confirm_offset = hb.confirm_offset
         if group.master is None:
             self._crown(group, rep.replica_id, "first replica of the group", now, max(hb.epoch, group.master_epoch))
             changed = True
@@ -226,6 +229,7 @@ class ControllerState:
         return {**self.view(group, now), "role": role,
                 "broker_id": 0 if role == "master" else (me.broker_id if me else -1),
                 "master_address": master.address if master else None,
+                "confirm_offset": master.confirm_offset if master else None,
                 "master_ha_address": master.ha_address if master else None}
 
     def view(self, group: Group, now: float) -> dict[str, Any]:

@@ -107,6 +107,11 @@ class InSyncSet:
                 out.add(rid)
         return out
 
+    def lowest_ack(self, members: set[str], service: Any) -> int:
+        """The lowest CommitLog offset ``members`` acknowledged (-1 when one has no connection)."""
+        conns = {s.address: s for s in service.status().slaves}
+        return min(self._ack_of(r, conns) for r in members)
+
     def _ack_of(self, rid: str, conns: dict[str, Any]) -> int:
         conn = conns.get(self._addresses.get(rid) or "") or _sole(conns, len(self._addresses) == 2)
         return int(conn.ack_offset) if conn is not None else -1

@@ -168,12 +168,28 @@ class ControllerReplication(Replication):
         super().start(loop)
         if self.is_master:
             self._open_epoch()
+        self._store.limit_to_confirm_offset(self.confirm_offset)
         self._last_ok = time.monotonic()
         self._stop_hb.clear()
         self._thread = threading.Thread(target=self._run, name="sparkmq-controller-heartbeat", daemon=True)
         self._thread.start()
 
+    def confirm_offset(self) -> int:
+        """Where consumers must stop reading (the store's dispatch stops there): a master, the lowest ack of
+        its in-sync set (its own end when alone); a slave, the master's as the controller relays it."""
+        if not self.is_master and self.role != "slave":
+            return 0
+        if self.role == "slave":
+            return int(self.answer.get("confirm_offset") or 0)
+        top = self._store.max_phy_offset()
+        service = self.service
+        others = self.in_sync.members() - {str(self.answer.get("master"))}
+        if service is None or not others:
+            return top
+        return max(0, min(top, self.in_sync.lowest_ack(others, service)))  # -1: a member not connected
+
     def stop(self) -> None:
+        self._store.limit_to_confirm_offset(None)
         self._stop_hb.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
@@ -196,6 +212,8 @@ class ControllerReplication(Replication):
             return
         with self._switch:
             self._apply(answer)
+        if self.role == "slave":
+            self._store.reput.notify()  # the master's confirm offset may have moved
 
     def _heartbeat(self, max_offset: int) -> dict[str, Any]:
         s = self._settings
@@ -204,7 +222,8 @@ class ControllerReplication(Replication):
                 "address": self.address, "ha_address": self.ha_address(s.advertised_host()),
                 "ha_client_address": None if master else local_ha_address(self.answer.get("master_ha_address")),
                 "max_offset": max_offset, "epoch": self.epochs.last_epoch,
-                "epoch_start": self.epochs.start_of(self.epochs.last_epoch) if master else None}
+                "epoch_start": self.epochs.start_of(self.epochs.last_epoch) if master else None,
+                "confirm_offset": self.confirm_offset() if master and self.role != "pending" else None}
         answer = self.ctl.heartbeat(body)
         self._last_ok = time.monotonic()
         self.answer = answer

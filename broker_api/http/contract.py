@@ -233,6 +233,8 @@ def install_namesrv_contract(app: FastAPI, codes: list[str], auth: bool) -> None
                         statuses.add("404")
                     if controller and "requestBody" in op:
                         statuses.add("409")
+                    if controller:  # 503 controller_unavailable: a standby, or etcd without quorum
+                        statuses.add("503")
                     if auth and path not in _ALWAYS_OPEN:
                         statuses |= {"401", "403"}
                         op["security"] = [{"bearer": []}]

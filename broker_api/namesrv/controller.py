@@ -12,8 +12,13 @@ with a lock, a local state file and a scan thread:
   NameServer's route table then names the new master at once
   (:meth:`RouteTable.set_master`), before the new master even re-registers.
 
-One controller, one file: the state is as available as this NameServer.  A
-quorum (etcd, ZooKeeper) is not built; see docs/guides/failover.md.
+With ``controller_etcd_endpoints`` the state lives in etcd instead
+(:mod:`.controller_etcd`): controllers on one prefix elect a leader through
+an etcd lease, the others answer 503 ``controller_unavailable`` (brokers move
+on to the next address) and take over when the lease expires; every change
+is a compare-and-swap.  No answer leaves a controller before the change it
+carries is stored: a failed store marks the state dirty and every request
+retries it first.
 """
 
 from __future__ import annotations
@@ -23,11 +28,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cluster.controller_state import ControllerState, Election, Heartbeat
+from ..errors import ControllerFencedError, ControllerUnavailableError
 from ..jsonfile import read_json, write_json_atomic
 from ..settings.namesrv import NamesrvSettings
+
+if TYPE_CHECKING:
+    from .controller_etcd import EtcdStateStore
 
 __all__ = ["ControllerService"]
 
@@ -48,6 +57,14 @@ class ControllerService:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.etcd: EtcdStateStore | None = None
+        if settings.controller_etcd_endpoints:
+            from .controller_etcd import EtcdStateStore  # etcd3gw only when etcd is asked for
+
+            self.etcd = EtcdStateStore(settings.controller_etcd_endpoints, settings.controller_etcd_prefix,
+                                       settings.controller_master_timeout_s)
+        self.leading = self.etcd is None
+        self._dirty = False
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -55,9 +72,12 @@ class ControllerService:
         """Load the state file and start the scan thread."""
         if self._thread is not None:
             return
-        with self._lock:
-            self.state.load(read_json(self.path, {"groups": {}}), time.monotonic())
-        log.info("controller: %d broker name(s) loaded from %s", len(self.state.groups), self.path)
+        if self.etcd is None:
+            with self._lock:
+                self.state.load(read_json(self.path, {"groups": {}}), time.monotonic())
+            log.info("controller: %d broker name(s) loaded from %s", len(self.state.groups), self.path)
+        else:
+            self._lead()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="sparkmq-controller-scan", daemon=True)
         self._thread.start()
@@ -69,11 +89,17 @@ class ControllerService:
         self._stop.set()
         self._thread.join(timeout=5)
         self._thread = None
+        if self.etcd is not None:
+            self.etcd.resign()
+            self.leading = False
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self.scan()
+                if self.etcd is not None:
+                    self._lead()
+                if self.leading:
+                    self.scan()
             except Exception:  # noqa: BLE001 - one bad round must not end the thread
                 log.exception("controller: scan failed")
 
@@ -82,6 +108,7 @@ class ControllerService:
     def heartbeat(self, hb: Heartbeat) -> dict[str, Any]:
         """Record a broker's heartbeat (it registers on the first) and answer its role."""
         with self._lock:
+            self._ready()
             now = time.monotonic()
             before = self.state.groups.get(hb.broker_name)
             old_master = before.master if before else None
@@ -97,6 +124,7 @@ class ControllerService:
                              new_set: set[str]) -> dict[str, Any]:
         """The master's shrink or expand; raises ControllerFencedError on a stale request."""
         with self._lock:
+            self._ready()
             group = self.state.alter_sync_state_set(name, master, master_epoch, sss_epoch, new_set)
             self._save()
             log.info("controller: %s in-sync set is now %s (set epoch %d)", name, sorted(group.sync_state_set),
@@ -106,6 +134,7 @@ class ControllerService:
     def elect(self, name: str, preferred: str | None = None) -> dict[str, Any]:
         """An operator's election (``POST /v1/controller/elect``)."""
         with self._lock:
+            self._ready()
             election = self.state.elect(name, time.monotonic(), "requested by an operator", preferred)
             if election.new_master is not None:
                 self._save()
@@ -116,6 +145,7 @@ class ControllerService:
     def scan(self) -> list[Election]:
         """Elect for every silent master; called by the thread (and tests)."""
         with self._lock:
+            self._ready()
             before = {n: g.failed_election for n, g in self.state.groups.items()}
             elections = self.state.scan(time.monotonic())
             failed = [g for n, g in self.state.groups.items()
@@ -132,17 +162,51 @@ class ControllerService:
 
     def groups(self) -> list[dict[str, Any]]:
         with self._lock:
+            self._ready()
             now = time.monotonic()
             return [self.state.view(g, now) for _, g in sorted(self.state.groups.items())]
 
     def group(self, name: str) -> dict[str, Any]:
         with self._lock:
+            self._ready()
             return self.state.view(self.state.group(name), time.monotonic())
 
     # -- internals ---------------------------------------------------------
 
     def _save(self) -> None:
-        write_json_atomic(self.path, self.state.to_dict())
+        if self.etcd is None:
+            write_json_atomic(self.path, self.state.to_dict())
+            return
+        self._dirty = True
+        try:
+            self.etcd.save(self.state.to_dict())
+        except ControllerFencedError as exc:
+            self.leading = False
+            raise ControllerUnavailableError(f"{exc}; this controller stands by") from exc
+        self._dirty = False
+
+    def _ready(self) -> None:
+        """Called under the lock before a request: a standby refuses; a dirty state is stored first."""
+        if not self.leading:
+            raise ControllerUnavailableError("this controller stands by: another one leads through etcd "
+                                             "(or etcd has no quorum); ask the next --controller address")
+        if self._dirty:
+            self._save()
+
+    def _lead(self) -> None:
+        """etcd only: take, keep or lose the leader key; a new leader reads the state first."""
+        assert self.etcd is not None
+        try:
+            leads = self.etcd.lead()
+        except ControllerUnavailableError as exc:
+            log.warning("controller: %s", exc)
+            leads = self.leading and time.monotonic() - self.etcd.renewed < self.state.master_timeout_s / 2
+        with self._lock:
+            if leads and not self.leading:
+                self.state.load(self.etcd.load(), time.monotonic())
+                self._dirty = False
+                log.warning("controller: leading; %d broker name(s) read from etcd", len(self.state.groups))
+            self.leading = leads
 
     def _announce(self, name: str, election: Election) -> None:
         if election.new_master is None:

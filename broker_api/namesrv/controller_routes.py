@@ -45,6 +45,7 @@ class HeartbeatBody(_Body):
     max_offset: int = Field(default=0, ge=0)
     epoch: int = Field(default=0, ge=0)
     epoch_start: int | None = Field(default=None, ge=0)
+    confirm_offset: int | None = Field(default=None, ge=0, description="a master: its in-sync set's lowest ack")
 
     @field_validator("address")
     @classmethod

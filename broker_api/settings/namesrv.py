@@ -67,6 +67,12 @@ class NamesrvSettings(TomlSettings):
         "read at start), so a restart loses nothing."))
     controller_scan_interval_s: float = Field(default=0.5, gt=0, description=(
         "Controller: how often (seconds) masters are checked for silence."))
+    controller_etcd_endpoints: str = Field(default="", description=(
+        "Controller: keep the state in etcd instead of `controller_state_file` (comma list of host:port of "
+        "its members, e.g. `10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379`); controllers sharing a prefix elect "
+        "one leader, the others stand by. Empty: the local file."))
+    controller_etcd_prefix: str = Field(default="/sparkmq/controller", min_length=2, description=(
+        "Controller with etcd: the key prefix of its state and leader keys (one per controller cluster)."))
 
     @model_validator(mode="after")
     def _check_tls(self) -> NamesrvSettings:

@@ -134,7 +134,7 @@ class HAService:
             return
         _log.info("HA: slave %s connected%s", address, " (authenticated)" if self.security.authenticated else "")
         conn = HAConnection(for_threads(sock), address, self.store, self.config,
-                            self.transfer.notify_ack, self._wait_data)
+                            self._acked, self._wait_data)
         with self._lock:
             if self._stop.is_set():
                 sock.close()
@@ -144,6 +144,12 @@ class HAService:
         for c in dead:
             c.stop()
         conn.start()
+
+    def _acked(self, offset: int) -> None:
+        """A slave's ack: releases SYNC waiters and, in controller mode, may move the confirm offset."""
+        self.transfer.notify_ack(offset)
+        if self.store.reput.end_limit is not None:
+            self.store.reput.notify()
 
     # -- data wake-up ----------------------------------------------------
     def _appended(self, _end: int) -> None:
