@@ -76,6 +76,8 @@ SPECS: tuple[BenchSpec, ...] = (
     BenchSpec("broker", "ha", "benchmarks.bench_ha", ("--duration", "5"), ("--duration", "1", "--copy-mb", "20"),
               600, 180),
     # Message model (issue 13): POP + ack next to a plain pull of the same messages; timers with 1M pending.
+    BenchSpec("broker", "producer", "benchmarks.bench_producer", ("--rows", "1000000", "--seconds", "5"),
+              ("--rows", "50000", "--seconds", "1"), 300, 120),  # the asynchronous Producer (issue 34)
     BenchSpec("broker", "pop", "benchmarks.bench_pop", ("--messages", "200000"), ("--messages", "20000"), 300, 90),
     BenchSpec("broker", "delay", "benchmarks.bench_delay", ("--pending", "1000000", "--due", "100000"),
               ("--pending", "20000", "--due", "5000"), 600, 90),
