@@ -119,3 +119,36 @@ def test_close_flushes_stops_every_thread_and_refuses_later_sends(quick: Any) ->
     with pytest.raises(ProducerClosedError):
         p.send("closing", "late")
     assert p.close() == 0  # twice is safe
+
+
+def test_a_broker_killed_mid_flight_fails_futures_with_our_errors_and_stores_nothing_twice(fast_broker: Any) -> None:
+    broker = fast_broker()
+    with SparkMQClient(broker.url) as c:
+        c.create_topic("crash", queues=2)
+    p = Producer(broker.url, linger_ms=1, batch_max_messages=100, max_in_flight=2, timeout_s=5, send_timeout_s=0.5)
+    futures = [p.send("crash", f"m{i}", queue_id=i % 2) for i in range(1_000)]
+    futures[500].result(30)  # acknowledgements are coming back: kill the broker while sends go on
+    broker.kill()
+    futures += [p.send("crash", f"m{i}", queue_id=i % 2) for i in range(1_000, 3_000)]
+    assert p.flush(30) == 0
+    p.close()
+    stored: dict[str, SendResult] = {}
+    unknown: set[str] = set()
+    for i, f in enumerate(futures):
+        error = f.exception(0)
+        if error is None:
+            stored[f"m{i}"] = f.result(0)
+        else:
+            assert isinstance(error, BrokerError) and "crash" not in type(error).__module__
+            if getattr(error, "stored_unknown", False):
+                unknown.add(f"m{i}")
+    assert 250 < len(stored) < 3_000  # some before the kill, not all
+    broker.start()  # same data dir: what was acknowledged is there, once, in send order
+    with SparkMQClient(broker.url) as c:
+        for q in range(2):
+            bodies = _bodies(c, "crash", q)
+            assert len(bodies) == len(set(bodies))  # nothing stored twice
+            assert set(bodies) <= set(stored) | unknown  # a failure that said "not stored" was not stored
+            assert [int(b[1:]) for b in bodies] == sorted(int(b[1:]) for b in bodies)  # send order
+            acked = {b: r for b, r in stored.items() if r.queue_id == q}
+            assert {bodies[r.queue_offset] for r in acked.values()} == set(acked)  # each where its future said
