@@ -73,14 +73,13 @@ class Producer:
         """
         if self._closed:
             raise ProducerClosedError("the producer is closed; create a new one to send more messages")
-        data = body.encode() if isinstance(body, str) else bytes(body)
+        data = body if type(body) is bytes else body.encode() if isinstance(body, str) else bytes(body)
         try:
-            broker, qid, fixed = self._placer.place(topic, key, queue_id)
+            batch_key, fixed = self._placer.place(topic, key, queue_id)
         except BrokerError as exc:
             return failed_future((topic, "", queue_id), exc, callback)
-        props = dict(properties) if properties else None
-        batch, i = self._acc.append((topic, broker, qid), fixed, data, key, tags, props, callback)
-        return SendFuture(batch, i)
+        return self._acc.append(batch_key, fixed, data, key, tags, dict(properties) if properties else None,
+                                callback)
 
     def flush(self, timeout: float | None = None) -> int:
         """Send every buffered message now and wait for all outcomes; returns how many are still unknown (0 = done)."""

@@ -19,11 +19,12 @@ import itertools
 import threading
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import BrokerError, TopicNotFoundError
 from .core import SparkMQClient
 from .placement import Slot
+from .producer_batch import BatchKey
 
 __all__ = ["Placer"]
 
@@ -32,10 +33,18 @@ _ENDPOINT_TTL_S = 5.0
 
 @dataclass(slots=True)
 class _Known:
+    topic: str
     all_slots: list[Slot]  # every slot ever seen writable: keyed placement
     live: list[Slot]  # slots of brokers with a master now: free placement
     masters: dict[str, str]
     expires: float
+    by_queue: dict[int, BatchKey] = field(default_factory=dict)  # explicit queue id -> its batch key
+    keys_live: list[BatchKey] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for broker, qid in sorted(self.all_slots, reverse=True):  # the first broker name owning the queue wins
+            self.by_queue[qid] = (self.topic, broker, qid)
+        self.keys_live = [(self.topic, b, q) for b, q in self.live]
 
 
 class Placer:
@@ -47,30 +56,34 @@ class Placer:
         self._rr = itertools.count()
         self._lock = threading.Lock()
 
-    def place(self, topic: str, key: str | None, queue_id: int | None) -> tuple[str, int | None, bool]:
-        """(broker name, queue id or None, fixed) for one message."""
-        known = self._known(topic)
+    def place(self, topic: str, key: str | None, queue_id: int | None) -> tuple[BatchKey, bool]:
+        """(batch key, fixed) for one message: (topic, broker name, queue id or None)."""
+        known = self._topics.get(topic)
+        if known is None or time.monotonic() >= known.expires:
+            known = self._known(topic)
         if key is not None:
             slots = known.all_slots
             if not slots:
-                return self._unplaced(topic), None, True
+                return (topic, self._unplaced(topic), None), True
             broker, qid = slots[zlib.crc32(key.encode()) % len(slots)]
-            return broker, qid, True
+            return (topic, broker, qid), True
         if queue_id is not None:
-            owners = sorted({b for b, q in known.all_slots if q == queue_id})
-            return (owners[0] if owners else self._unplaced(topic)), queue_id, True
+            placed = known.by_queue.get(queue_id)
+            return (placed or (topic, self._unplaced(topic), queue_id)), True
+        if known.keys_live and self._client.faults.empty():
+            return known.keys_live[next(self._rr) % len(known.keys_live)], False
         return self.free(topic, frozenset())
 
-    def free(self, topic: str, exclude: frozenset[str]) -> tuple[str, int | None, bool]:
+    def free(self, topic: str, exclude: frozenset[str]) -> tuple[BatchKey, bool]:
         """A round-robin slot for a message without key or queue, avoiding ``exclude`` and brokers in back-off."""
         known = self._known(topic)
         faults = self._client.faults
         usable = [s for s in known.live if s[0] not in exclude]
         healthy = [s for s in usable if faults.available(known.masters[s[0]])] or usable
         if not healthy:
-            return self._unplaced(topic), None, False
+            return (topic, self._unplaced(topic), None), False
         broker, qid = healthy[next(self._rr) % len(healthy)]
-        return broker, qid, False
+        return (topic, broker, qid), False
 
     def url(self, topic: str, broker: str, refresh: bool = False) -> str | None:
         """The master URL of ``broker`` now (None: the NameServers route no master for it)."""
@@ -95,8 +108,7 @@ class Placer:
             self._topics.pop(topic, None)
 
     def _known(self, topic: str) -> _Known:
-        with self._lock:
-            known = self._topics.get(topic)
+        known = self._topics.get(topic)
         if known is not None and time.monotonic() < known.expires:
             return known
         known = self._routed(topic) if self._client.routed else self._endpoint(topic)
@@ -109,7 +121,7 @@ class Placer:
         cache = self._client._cache
         assert cache is not None
         cache.known.learn(topic, route)
-        return _Known(cache.known.slots(topic), route.slots(), route.masters, time.monotonic() + self._ttl)
+        return _Known(topic, cache.known.slots(topic), route.slots(), route.masters, time.monotonic() + self._ttl)
 
     def _endpoint(self, topic: str) -> _Known:
         masters = self._client.brokers()
@@ -117,6 +129,6 @@ class Placer:
         try:
             queues = int(self._client.describe_topic(topic)[broker]["queues"])
         except TopicNotFoundError:
-            return _Known([], [], masters, 0.0)  # unknown yet: the broker places; ask again next time
+            return _Known(topic, [], [], masters, 0.0)  # unknown yet: the broker places; ask again next time
         slots = [(broker, q) for q in range(queues)]
-        return _Known(slots, slots, masters, time.monotonic() + _ENDPOINT_TTL_S)
+        return _Known(topic, slots, slots, masters, time.monotonic() + _ENDPOINT_TTL_S)

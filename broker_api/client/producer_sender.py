@@ -33,7 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import BrokerError
-from .producer_batch import ARROW_STREAM, Batch, BatchKey, BufferFullError, ProducerClosedError
+from .producer_batch import (
+    ARROW_STREAM,
+    Batch,
+    BatchKey,
+    BufferFullError,
+    Callback,
+    ProducerClosedError,
+    SendFuture,
+)
 from .results import BrokerUnreachableError, SendResult, retryable
 from .routing import short_reason
 
@@ -63,7 +71,7 @@ class Transport:
     """How a sender thread posts a batch: the client's HTTP call, URL lookup, back-off and re-placement."""
 
     def __init__(self, call: Callable[..., object], url: Callable[[str, str, bool], str | None],
-                 replace: Callable[[str, frozenset[str]], tuple[str, int | None, bool]],
+                 replace: Callable[[str, frozenset[str]], tuple[BatchKey, bool]],
                  failed: Callable[[str, str], float], succeeded: Callable[[str], None]) -> None:
         self.call, self.url, self.replace, self.failed, self.succeeded = call, url, replace, failed, succeeded
 
@@ -73,7 +81,7 @@ class Accumulator:
 
     def __init__(self, limits: Limits, transport: Transport) -> None:
         self.limits, self._t = limits, transport
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._queues: dict[BatchKey, deque[Batch]] = {}
         self._in_flight: set[BatchKey] = set()
         self._per_broker: dict[str, int] = {}
@@ -86,11 +94,13 @@ class Accumulator:
     # -- the caller's side -------------------------------------------------------
 
     def append(self, key: BatchKey, fixed: bool, body: bytes, msg_key: str | None, tags: str | None,
-               props: dict[str, str] | None, callback: object) -> tuple[Batch, int]:
+               props: dict[str, str] | None, callback: Callback | None) -> SendFuture:
         size = len(body) + _MESSAGE_OVERHEAD
         lim = self.limits
         with self._cond:
-            self._reserve(size)
+            if self._closing or self._used + size > lim.buffer_max_bytes:
+                self._reserve(size)
+            self._used += size
             q = self._queues.get(key)
             if q is None:
                 q = self._queues[key] = deque()
@@ -100,12 +110,12 @@ class Accumulator:
                 batch = Batch(key, fixed)
                 q.append(batch)
                 self._cond.notify()
-            i = batch.add(body, msg_key, tags, props, callback)  # type: ignore[arg-type]
+            i = batch.add(body, msg_key, tags, props, callback)
             self._unsent += 1
-            if len(batch.bodies) >= lim.batch_max_messages or batch.nbytes >= lim.batch_max_bytes:
+            if i + 1 >= lim.batch_max_messages or batch.nbytes >= lim.batch_max_bytes:
                 batch.open = False
                 self._cond.notify()
-        return batch, i
+        return SendFuture(batch, i)
 
     def _reserve(self, size: int) -> None:
         """Room for ``size`` bytes: wait (bounded) or raise, as the caller chose; under the lock."""
@@ -123,7 +133,6 @@ class Accumulator:
             self._cond.wait(left)
             if self._closing:
                 raise ProducerClosedError("the producer closed while this send waited for buffer space")
-        self._used += size
 
     def unsent(self) -> int:
         with self._cond:
@@ -256,7 +265,7 @@ class Accumulator:
                 target = None
             if target is not None:
                 batch.moves += 1
-                self._requeue(batch, (topic, target[0], target[1]), 0.0)
+                self._requeue(batch, target[0], 0.0)
                 return
         if again and batch.fixed:
             exc = BrokerUnreachableError(
