@@ -1,8 +1,9 @@
 """The producer's buffer and its sender threads.
 
-Batches wait in one queue per (topic, broker, queue)::
+Batches wait in one queue per (topic, broker, queue), fixed messages (keyed or
+explicit queue) apart from free ones (which may move to another broker)::
 
-    (t, b, q) -> deque[Batch]     the last one open (takes messages), the first one next to go
+    ((t, b, q), fixed) -> deque[Batch]     the last one open (takes messages), the first one next to go
 
 A batch goes when it is full (``batch_max_messages`` / ``batch_max_bytes``),
 when its first message has waited ``linger_ms``, when a later batch of its
@@ -49,6 +50,7 @@ __all__ = ["Accumulator", "Limits", "Transport"]
 
 log = logging.getLogger(__name__)
 
+_QueueKey = tuple[BatchKey, bool]  # (batch key, fixed)
 _MESSAGE_OVERHEAD = 64  # buffer bytes counted per message beside its body
 _IDLE_WAIT_S = 1.0
 
@@ -82,8 +84,8 @@ class Accumulator:
     def __init__(self, limits: Limits, transport: Transport) -> None:
         self.limits, self._t = limits, transport
         self._cond = threading.Condition(threading.Lock())
-        self._queues: dict[BatchKey, deque[Batch]] = {}
-        self._in_flight: set[BatchKey] = set()
+        self._queues: dict[_QueueKey, deque[Batch]] = {}  # fixed and free messages batch apart
+        self._in_flight: set[_QueueKey] = set()
         self._per_broker: dict[str, int] = {}
         self._threads: dict[str, list[threading.Thread]] = {}
         self._used = 0
@@ -101,9 +103,9 @@ class Accumulator:
             if self._closing or self._used + size > lim.buffer_max_bytes:
                 self._reserve(size)
             self._used += size
-            q = self._queues.get(key)
+            q = self._queues.get((key, fixed))
             if q is None:
-                q = self._queues[key] = deque()
+                q = self._queues[(key, fixed)] = deque()
                 self._start_senders(key[1])
             batch = q[-1] if q and q[-1].open else None
             if batch is None:
@@ -202,7 +204,8 @@ class Accumulator:
         """The next ready batch whose queue has nothing in flight and whose broker has room; under the lock."""
         now = time.monotonic()
         for key, q in self._queues.items():
-            if (key in self._in_flight or self._per_broker.get(key[1], 0) >= self.limits.max_in_flight
+            broker = key[0][1]
+            if (key in self._in_flight or self._per_broker.get(broker, 0) >= self.limits.max_in_flight
                     or not self._ready(q, now)):
                 continue
             batch = q.popleft()
@@ -210,7 +213,7 @@ class Accumulator:
                 del self._queues[key]
             batch.open, batch.sending = False, True
             self._in_flight.add(key)
-            self._per_broker[key[1]] = self._per_broker.get(key[1], 0) + 1
+            self._per_broker[broker] = self._per_broker.get(broker, 0) + 1
             return batch
         return None
 
@@ -223,9 +226,9 @@ class Accumulator:
         return max(0.0005, soonest)
 
     def _release(self, batch: Batch) -> None:
-        key, batch.sending = batch.key, False
-        self._in_flight.discard(key)
-        self._per_broker[key[1]] -= 1
+        batch.sending = False
+        self._in_flight.discard((batch.key, batch.fixed))
+        self._per_broker[batch.key[1]] -= 1
 
     def _send(self, batch: Batch) -> None:
         topic, broker, qid = batch.key
@@ -279,9 +282,9 @@ class Accumulator:
             self._release(batch)
             if not self._closing:
                 batch.key, batch.not_before = key, not_before
-                q = self._queues.get(key)
+                q = self._queues.get((key, batch.fixed))
                 if q is None:
-                    q = self._queues[key] = deque()
+                    q = self._queues[(key, batch.fixed)] = deque()
                     self._start_senders(key[1])
                 q.appendleft(batch)  # before anything sent later to the same queue
                 self._cond.notify_all()
