@@ -30,7 +30,7 @@ from .common import (
     print_table,
     say,
 )
-from .progress import ProgressBar
+from .progress import ProgressBar, stderr_is_terminal
 from ..client import Producer, SendError, SendResult, SparkMQClient
 from ..errors import BrokerError
 
@@ -148,7 +148,8 @@ def _produce_async(url: str, namesrv: str | None, topic: str, key: str | None, t
     except BrokerError as exc:
         fail(f"{exc.message}; {out.acked} message(s) were produced to {topic}")
     elapsed = max(time.monotonic() - started, 1e-9)
-    note(f"{out.acked:,} acknowledged in {elapsed:.2f} s ({out.acked / elapsed:,.0f} msg/s), {out.failed:,} failed")
+    if stderr_is_terminal() or out.failed:  # piped: stdout's summary line only (scripts parse it)
+        note(f"{out.acked:,} acknowledged in {elapsed:.2f} s ({out.acked / elapsed:,.0f} msg/s), {out.failed:,} failed")
     if out.failed:
         assert out.first_error is not None
         fail(f"{out.failed} of {sent} message(s) were not stored, first: {out.first_error.message}; "

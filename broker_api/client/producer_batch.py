@@ -68,6 +68,7 @@ class Batch:
         self.props: list[Mapping[str, str] | None] | None = None
         self.callbacks: list[tuple[int, Callback]] = []
         self.nbytes = 0
+        self.plain = True  # no key, tags or properties yet: a body is all a message adds
         self.open = True  # takes more messages
         self.sending = False  # a sender thread has it
         self.not_before = 0.0  # a retry waits until then
@@ -96,6 +97,7 @@ class Batch:
             self.props.append(props)
         if callback is not None:
             self.callbacks.append((i, callback))
+        self.plain = self.keys is None and self.tags is None and self.props is None
         return i
 
     def arrow(self) -> bytes:

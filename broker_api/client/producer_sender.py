@@ -112,7 +112,13 @@ class Accumulator:
                 batch = Batch(key, fixed)
                 q.append(batch)
                 self._cond.notify()
-            i = batch.add(body, msg_key, tags, props, callback)
+            if batch.plain and msg_key is None and tags is None and props is None and callback is None:
+                bodies = batch.bodies  # the common case, inline: a body and its size
+                i = len(bodies)
+                bodies.append(body)
+                batch.nbytes += size - _MESSAGE_OVERHEAD
+            else:
+                i = batch.add(body, msg_key, tags, props, callback)
             self._unsent += 1
             if i + 1 >= lim.batch_max_messages or batch.nbytes >= lim.batch_max_bytes:
                 batch.open = False
