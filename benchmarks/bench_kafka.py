@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 
 from benchmarks import kafka_peer
+from benchmarks.bench_producer import producer_rate
 from benchmarks.bench_spark import (
     QUEUES,
     VALUE,
@@ -49,7 +50,6 @@ from benchmarks.bench_spark import (
     produce_bulk,
     start_broker,
 )
-from benchmarks.bench_producer import producer_rate
 from benchmarks.kafka_peer import KafkaBroker, KafkaPeerError
 from benchmarks.results import Measure, Recorder, Target
 

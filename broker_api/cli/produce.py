@@ -19,11 +19,13 @@ from typing import Annotated, Any
 
 import typer
 
+from ..client import Producer, SendError, SendResult, SparkMQClient
+from ..errors import BrokerError
 from .common import (
     DEFAULT_URL,
-    client_options,
     Namesrv,
     Url,
+    client_options,
     fail,
     note,
     open_client,
@@ -31,8 +33,6 @@ from .common import (
     say,
 )
 from .progress import ProgressBar, stderr_is_terminal
-from ..client import Producer, SendError, SendResult, SparkMQClient
-from ..errors import BrokerError
 
 __all__ = ["produce"]
 

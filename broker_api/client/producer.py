@@ -25,7 +25,14 @@ from typing import Any
 
 from ..errors import BadRequestError, BrokerError
 from .core import SparkMQClient
-from .producer_batch import BufferFullError, Callback, ProducerClosedError, ProduceTimeoutError, SendFuture, failed_future
+from .producer_batch import (
+    BufferFullError,
+    Callback,
+    ProducerClosedError,
+    ProduceTimeoutError,
+    SendFuture,
+    failed_future,
+)
 from .producer_route import Placer
 from .producer_sender import Accumulator, Limits, Transport
 

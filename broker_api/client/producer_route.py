@@ -125,7 +125,7 @@ class Placer:
 
     def _endpoint(self, topic: str) -> _Known:
         masters = self._client.brokers()
-        (broker, url), = masters.items()
+        (broker, _url), = masters.items()
         try:
             queues = int(self._client.describe_topic(topic)[broker]["queues"])
         except TopicNotFoundError:

@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 
-from broker_api.client import BufferFullError, Producer, ProducerClosedError, SendResult, SparkMQClient
+from broker_api.client import (
+    BufferFullError,
+    Producer,
+    ProducerClosedError,
+    SendResult,
+    SparkMQClient,
+)
 from broker_api.errors import BrokerError
 
 
