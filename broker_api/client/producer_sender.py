@@ -224,9 +224,11 @@ class Accumulator:
         return None
 
     def _wait_s(self) -> float:
-        """Until the soonest batch may be ready (linger or retry back-off)."""
+        """Until the soonest batch of a queue with nothing in flight may be ready (linger or retry back-off)."""
         now, soonest = time.monotonic(), _IDLE_WAIT_S
-        for q in self._queues.values():
+        for key, q in self._queues.items():
+            if key in self._in_flight or self._per_broker.get(key[0][1], 0) >= self.limits.max_in_flight:
+                continue  # an answer notifies: no need to wake before
             head = q[0]
             soonest = min(soonest, max(head.not_before, head.created + self.limits.linger_s) - now)
         return max(0.0005, soonest)
