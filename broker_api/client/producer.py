@@ -82,11 +82,10 @@ class Producer:
             raise ProducerClosedError("the producer is closed; create a new one to send more messages")
         data = body if type(body) is bytes else body.encode() if isinstance(body, str) else bytes(body)
         try:
-            batch_key, fixed = self._placer.place(topic, key, queue_id)
+            qkey = self._placer.place(topic, key, queue_id)
         except BrokerError as exc:
             return failed_future((topic, "", queue_id), exc, callback)
-        return self._acc.append(batch_key, fixed, data, key, tags, dict(properties) if properties else None,
-                                callback)
+        return self._acc.append(qkey, data, key, tags, dict(properties) if properties else None, callback)
 
     def flush(self, timeout: float | None = None) -> int:
         """Send every buffered message now and wait for all outcomes; returns how many are still unknown (0 = done)."""

@@ -144,13 +144,21 @@ class Batch:
                 log.exception("a send callback raised")
 
 
-class SendFuture:
-    """The outcome of one :meth:`Producer.send`: where the message landed, or why it was not stored."""
+class SendFuture(tuple[Batch, int]):
+    """The outcome of one :meth:`Producer.send`: where the message landed, or why it was not stored.
 
-    __slots__ = ("_batch", "_index")
+    A (batch, index) pair; built by C code, so a send pays no Python ``__init__``.
+    """
 
-    def __init__(self, batch: Batch, index: int) -> None:
-        self._batch, self._index = batch, index
+    __slots__ = ()
+
+    @property
+    def _batch(self) -> Batch:
+        return self[0]
+
+    @property
+    def _index(self) -> int:
+        return self[1]
 
     def done(self) -> bool:
         return self._batch.done.is_set()
@@ -179,4 +187,4 @@ def failed_future(key: BatchKey, error: BrokerError, callback: Callback | None) 
     batch = Batch(key, True)
     i = batch.add(b"", None, None, None, callback)
     batch.resolve(None, error)
-    return SendFuture(batch, i)
+    return SendFuture((batch, i))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..errors import BrokerError, TopicNotFoundError
 from .core import SparkMQClient
 from .placement import Slot
-from .producer_batch import BatchKey
+from .producer_sender import QueueKey
 
 __all__ = ["Placer"]
 
@@ -38,13 +38,13 @@ class _Known:
     live: list[Slot]  # slots of brokers with a master now: free placement
     masters: dict[str, str]
     expires: float
-    by_queue: dict[int, BatchKey] = field(default_factory=dict)  # explicit queue id -> its batch key
-    keys_live: list[BatchKey] = field(default_factory=list)
+    by_queue: dict[int, QueueKey] = field(default_factory=dict)  # explicit queue id -> its queue key
+    keys_live: list[QueueKey] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for broker, qid in sorted(self.all_slots, reverse=True):  # the first broker name owning the queue wins
-            self.by_queue[qid] = (self.topic, broker, qid)
-        self.keys_live = [(self.topic, b, q) for b, q in self.live]
+            self.by_queue[qid] = ((self.topic, broker, qid), True)
+        self.keys_live = [((self.topic, b, q), False) for b, q in self.live]
 
 
 class Placer:
@@ -56,8 +56,8 @@ class Placer:
         self._rr = itertools.count()
         self._lock = threading.Lock()
 
-    def place(self, topic: str, key: str | None, queue_id: int | None) -> tuple[BatchKey, bool]:
-        """(batch key, fixed) for one message: (topic, broker name, queue id or None)."""
+    def place(self, topic: str, key: str | None, queue_id: int | None) -> QueueKey:
+        """((topic, broker name, queue id or None), fixed) for one message."""
         known = self._topics.get(topic)
         if known is None or time.monotonic() >= known.expires:
             known = self._known(topic)
@@ -69,12 +69,12 @@ class Placer:
             return (topic, broker, qid), True
         if queue_id is not None:
             placed = known.by_queue.get(queue_id)
-            return (placed or (topic, self._unplaced(topic), queue_id)), True
+            return placed or ((topic, self._unplaced(topic), queue_id), True)
         if known.keys_live and self._client.faults.empty():
             return known.keys_live[next(self._rr) % len(known.keys_live)], False
         return self.free(topic, frozenset())
 
-    def free(self, topic: str, exclude: frozenset[str]) -> tuple[BatchKey, bool]:
+    def free(self, topic: str, exclude: frozenset[str]) -> QueueKey:
         """A round-robin slot for a message without key or queue, avoiding ``exclude`` and brokers in back-off."""
         known = self._known(topic)
         faults = self._client.faults

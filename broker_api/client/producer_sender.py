@@ -46,11 +46,11 @@ from .producer_batch import (
 from .results import BrokerUnreachableError, SendResult, retryable
 from .routing import short_reason
 
-__all__ = ["Accumulator", "Limits", "Transport"]
+__all__ = ["Accumulator", "Limits", "QueueKey", "Transport"]
 
 log = logging.getLogger(__name__)
 
-_QueueKey = tuple[BatchKey, bool]  # (batch key, fixed)
+QueueKey = tuple[BatchKey, bool]  # (batch key, fixed): keyed/explicit-queue and free messages batch apart
 _MESSAGE_OVERHEAD = 64  # buffer bytes counted per message beside its body
 _IDLE_WAIT_S = 1.0
 
@@ -73,7 +73,7 @@ class Transport:
     """How a sender thread posts a batch: the client's HTTP call, URL lookup, back-off and re-placement."""
 
     def __init__(self, call: Callable[..., object], url: Callable[[str, str, bool], str | None],
-                 replace: Callable[[str, frozenset[str]], tuple[BatchKey, bool]],
+                 replace: Callable[[str, frozenset[str]], QueueKey],
                  failed: Callable[[str, str], float], succeeded: Callable[[str], None]) -> None:
         self.call, self.url, self.replace, self.failed, self.succeeded = call, url, replace, failed, succeeded
 
@@ -83,9 +83,10 @@ class Accumulator:
 
     def __init__(self, limits: Limits, transport: Transport) -> None:
         self.limits, self._t = limits, transport
-        self._cond = threading.Condition(threading.Lock())
-        self._queues: dict[_QueueKey, deque[Batch]] = {}  # fixed and free messages batch apart
-        self._in_flight: set[_QueueKey] = set()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queues: dict[QueueKey, deque[Batch]] = {}  # fixed and free messages batch apart
+        self._in_flight: set[QueueKey] = set()
         self._per_broker: dict[str, int] = {}
         self._threads: dict[str, list[threading.Thread]] = {}
         self._used = 0
@@ -95,21 +96,21 @@ class Accumulator:
 
     # -- the caller's side -------------------------------------------------------
 
-    def append(self, key: BatchKey, fixed: bool, body: bytes, msg_key: str | None, tags: str | None,
+    def append(self, qkey: QueueKey, body: bytes, msg_key: str | None, tags: str | None,
                props: dict[str, str] | None, callback: Callback | None) -> SendFuture:
         size = len(body) + _MESSAGE_OVERHEAD
         lim = self.limits
-        with self._cond:
+        with self._lock:  # the condition's own lock, entered without a Python-level call
             if self._closing or self._used + size > lim.buffer_max_bytes:
                 self._reserve(size)
             self._used += size
-            q = self._queues.get((key, fixed))
+            q = self._queues.get(qkey)
             if q is None:
-                q = self._queues[(key, fixed)] = deque()
-                self._start_senders(key[1])
+                q = self._queues[qkey] = deque()
+                self._start_senders(qkey[0][1])
             batch = q[-1] if q and q[-1].open else None
             if batch is None:
-                batch = Batch(key, fixed)
+                batch = Batch(*qkey)
                 q.append(batch)
                 self._cond.notify()
             if batch.plain and msg_key is None and tags is None and props is None and callback is None:
@@ -123,7 +124,7 @@ class Accumulator:
             if i + 1 >= lim.batch_max_messages or batch.nbytes >= lim.batch_max_bytes:
                 batch.open = False
                 self._cond.notify()
-        return SendFuture(batch, i)
+        return SendFuture((batch, i))
 
     def _reserve(self, size: int) -> None:
         """Room for ``size`` bytes: wait (bounded) or raise, as the caller chose; under the lock."""
