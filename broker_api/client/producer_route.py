@@ -71,7 +71,7 @@ class Placer:
             placed = known.by_queue.get(queue_id)
             return placed or ((topic, self._unplaced(topic), queue_id), True)
         if known.keys_live and self._client.faults.empty():
-            return known.keys_live[next(self._rr) % len(known.keys_live)], False
+            return known.keys_live[next(self._rr) % len(known.keys_live)]
         return self.free(topic, frozenset())
 
     def free(self, topic: str, exclude: frozenset[str]) -> QueueKey:

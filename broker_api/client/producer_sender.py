@@ -198,7 +198,11 @@ class Accumulator:
                         return
                     self._cond.wait(self._wait_s())
                     batch = self._take()
-            self._send(batch)
+            try:
+                self._send(batch)
+            except Exception as exc:  # a bug must fail the batch, never strand it (flush and close would wait)
+                log.exception("the producer's sender failed on a batch")
+                self._finish(batch, None, BrokerError(f"the producer could not send this batch ({exc!r})"))
 
     def _ready(self, q: deque[Batch], now: float) -> bool:
         head = q[0]
