@@ -11,7 +11,9 @@ Kafka broker on 127.0.0.1 and measures:
 
 1. produce: ``--rows`` x 100 B, one Python client each: confluent-kafka
    (librdkafka defaults, explicit partition) vs sparkmq's Arrow IPC produce
-   over HTTP (10,000 rows per request), both counted until acknowledged;
+   over HTTP (10,000 rows per request) and sparkmq's asynchronous ``Producer``
+   (``send(..., queue_id=i % 4)`` then ``flush``; linger 5 ms), all counted
+   until acknowledged;
 2. read: Spark's Kafka source vs ``format("sparkmq")``, 4 partitions vs 4
    queues, local[2], Trigger.AvailableNow into ``noop``, in one SparkSession
    (one JVM), ``--rounds`` rounds in alternating order (``--first`` names the
@@ -39,6 +41,7 @@ from typing import Any
 import httpx
 
 from benchmarks import kafka_peer
+from benchmarks.bench_producer import producer_rate
 from benchmarks.bench_spark import (
     QUEUES,
     VALUE,
@@ -48,7 +51,7 @@ from benchmarks.bench_spark import (
     start_broker,
 )
 from benchmarks.kafka_peer import KafkaBroker, KafkaPeerError
-from benchmarks.results import Measure, Recorder
+from benchmarks.results import Measure, Recorder, Target
 
 TOPIC = "bench"
 KAFKA = "Kafka 4.1.1"
@@ -93,16 +96,26 @@ def bench_produce(rec: Recorder, kafka: KafkaBroker, url: str, rows: int) -> Non
     kafka.create_topic("warm", QUEUES)
     kafka_produce(kafka.bootstrap, "warm", warm)
     produce_bulk(url, "warm", warm)
+    producer_rate(url, "warm", warm)
     rec.phase(f"produce {rows:,} x {VALUE} B into Kafka (confluent-kafka)")
     kafka.create_topic(TOPIC, QUEUES)
     k_rate = kafka_produce(kafka.bootstrap, TOPIC, rows)
     rec.phase(f"produce {rows:,} x {VALUE} B into sparkmq (Arrow IPC over HTTP)")
     m_rate = produce_bulk(url, TOPIC, rows)
+    rec.phase(f"produce {rows:,} x {VALUE} B into sparkmq (Producer)")
+    httpx.post(f"{url}/v1/topics", json={"name": "producer", "queues": QUEUES}, timeout=30).raise_for_status()
+    p_rate = producer_rate(url, "producer", rows)
+    load = "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"produce confluent-kafka      : {k_rate:>10,.0f} msg/s\n"
-          f"produce sparkmq Arrow batches: {m_rate:>10,.0f} msg/s; sparkmq / Kafka = {m_rate / k_rate:.2f}x")
+          f"produce sparkmq Arrow batches: {m_rate:>10,.0f} msg/s; sparkmq / Kafka = {m_rate / k_rate:.2f}x\n"
+          f"produce sparkmq Producer     : {p_rate:>10,.0f} msg/s; sparkmq / Kafka = {p_rate / k_rate:.2f}x ({load})")
     rec.add(Measure("kafka.produce", f"produce {rows:,} x 100 B over 4 queues, one Python client, Arrow IPC "
                     "(10k rows per request) until acknowledged", m_rate, "msg/s",
                     peer=f"{KAFKA}, confluent-kafka producer", peer_value=k_rate))
+    rec.add(Measure("kafka.producer", f"produce {rows:,} x 100 B over 4 queues from one Python process, "
+                    "Producer.send (linger 5 ms) until acknowledged", p_rate, "msg/s",
+                    peer=f"{KAFKA}, confluent-kafka producer", peer_value=k_rate,
+                    targets=(Target(">=", 1.0, "ratio"),), details={"load": load}))
     if kafka.end_offsets(TOPIC, QUEUES) != rows:
         raise KafkaPeerError(f"Kafka holds {kafka.end_offsets(TOPIC, QUEUES):,} records, expected {rows:,}")
 

@@ -79,6 +79,8 @@ SPECS: tuple[BenchSpec, ...] = (
     BenchSpec("failover", "failover", "benchmarks.bench_failover", ("--kills", "20", "--ns-restarts", "3"),
               ("--kills", "1", "--replicas", "2", "--ns-restarts", "1"), 1800, 180),
     # Message model (issue 13): POP + ack next to a plain pull of the same messages; timers with 1M pending.
+    BenchSpec("broker", "producer", "benchmarks.bench_producer", ("--rows", "1000000", "--seconds", "5"),
+              ("--rows", "50000", "--seconds", "1"), 300, 120),  # the asynchronous Producer (issue 34)
     BenchSpec("broker", "pop", "benchmarks.bench_pop", ("--messages", "200000"), ("--messages", "20000"), 300, 90),
     BenchSpec("broker", "delay", "benchmarks.bench_delay", ("--pending", "1000000", "--due", "100000"),
               ("--pending", "20000", "--due", "5000"), 600, 90),

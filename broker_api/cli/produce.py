@@ -1,26 +1,38 @@
-"""``sparkmq produce``: send messages from arguments, stdin lines or a file, in batches."""
+"""``sparkmq produce``: send messages from arguments, stdin lines or a file, in batches.
+
+A few bodies given as arguments go in one synchronous call (and their
+message ids are shown); lines from stdin or ``--file`` (or, with
+``--files``, the files those lines name) stream through the asynchronous
+:class:`~broker_api.client.Producer`: batches per queue, several requests in
+flight, a progress bar on a terminal, then the count, the rate and the
+failures.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from ..client import Producer, SendError, SendResult, SparkMQClient
+from ..errors import BrokerError
 from .common import (
     DEFAULT_URL,
     Namesrv,
     Url,
+    client_options,
     fail,
     note,
     open_client,
     print_table,
     say,
 )
-from .progress import ProgressBar
-from ..client import SendError, SendResult, SparkMQClient
+from .progress import ProgressBar, stderr_is_terminal
 
 __all__ = ["produce"]
 
@@ -37,6 +49,9 @@ def produce(
     key: Annotated[list[str] | None, typer.Option("--key", "-k", help="Key (repeatable).")] = None,
     tag: Annotated[str | None, typer.Option("--tag", "-t", help="Tag.")] = None,
     queue: Annotated[int | None, typer.Option(help="Explicit queue id.")] = None,
+    files: Annotated[bool, typer.Option(
+        "--files", help="Each input line names a file; the file's bytes are one message.")] = False,
+    linger_ms: Annotated[float, typer.Option(help="How long a batch waits for more lines (the Producer).")] = 5.0,
     url: Url = DEFAULT_URL,
     namesrv: Namesrv = None,
 ) -> None:
@@ -53,6 +68,8 @@ def produce(
       echo hello | sparkmq produce orders --key order-1 --tag new
 
       sparkmq produce orders --file orders.txt
+
+      ls images/*.png | sparkmq produce images --files
     """
     if bodies and file is not None:
         fail("give message bodies as arguments or --file, not both")
@@ -62,13 +79,82 @@ def produce(
     if queue is not None:
         extra["queue_id"] = queue
     lines, total = _source(bodies, file)
+    if bodies or len(key or []) > 1:  # a few arguments (ids shown), or several keys per message
+        _produce_sync(url, namesrv, topic, extra, lines, total, files)
+        return
+    _produce_async(url, namesrv, topic, (key or [None])[0], tag, queue, linger_ms, lines, total, files)
+
+
+def _produce_sync(url: str, namesrv: str | None, topic: str, extra: dict[str, Any], lines: Iterable[str],
+                  total: int | None, files: bool) -> None:
     with open_client(url, namesrv) as c:
-        results = _send_all(c, topic, ({"body": line, **extra} for line in lines), total)
+        results = _send_all(c, topic, ({"body": body, **extra} for body in _bodies(lines, files)), total)
     if results.first and results.count <= _SHOW_RESULTS:
         print_table(["msg_id", "broker", "queue", "offset"],
                     [(r.msg_id, r.broker, r.queue_id, r.queue_offset) for r in results.first],
                     title=f"produced to {topic}")
     say(f"produced {results.count} message(s) to {topic}")
+
+
+def _bodies(lines: Iterable[str], files: bool) -> Iterator[Any]:
+    """The lines, or with ``--files`` the bytes of the file each line names."""
+    if not files:
+        yield from lines
+        return
+    for line in lines:
+        if not line:
+            continue
+        try:
+            yield Path(line).read_bytes()
+        except OSError as exc:
+            fail(f"--files: cannot read {line!r} ({exc.strerror or exc}); the messages before it were sent")
+
+
+class _Outcomes:
+    """Acknowledged and failed counts and the first failure, from the Producer's callbacks (any thread)."""
+
+    def __init__(self) -> None:
+        self.acked = self.failed = 0
+        self.first_error: BrokerError | None = None
+        self._lock = threading.Lock()
+
+    def record(self, result: SendResult | None, error: BrokerError | None) -> None:
+        with self._lock:
+            if error is None:
+                self.acked += 1
+                return
+            self.failed += 1
+            self.first_error = self.first_error or error
+
+
+def _produce_async(url: str, namesrv: str | None, topic: str, key: str | None, tag: str | None,
+                   queue: int | None, linger_ms: float, lines: Iterable[str], total: int | None, files: bool) -> None:
+    o, out, sent = client_options(), _Outcomes(), 0
+    where: dict[str, Any] = {"namesrv": namesrv} if namesrv else {"endpoint": url}
+    started = time.monotonic()
+    try:
+        with Producer(**where, linger_ms=linger_ms, token=o.token, ca_file=o.ca_file) as p, \
+                ProgressBar(f"producing to {topic}", total) as bar:
+            for body in _bodies(lines, files):
+                p.send(topic, body, key=key, tags=tag, queue_id=queue, callback=out.record)
+                sent += 1
+                if sent % 1000 == 0:
+                    bar.advance(out.acked + out.failed - bar.done)
+            p.flush()
+            bar.advance(out.acked + out.failed - bar.done)
+    except KeyboardInterrupt:
+        note(f"interrupted: {out.acked} message(s) were produced to {topic}")
+        raise typer.Exit(130) from None
+    except BrokerError as exc:
+        fail(f"{exc.message}; {out.acked} message(s) were produced to {topic}")
+    elapsed = max(time.monotonic() - started, 1e-9)
+    if stderr_is_terminal() or out.failed:  # piped: stdout's summary line only (scripts parse it)
+        note(f"{out.acked:,} acknowledged in {elapsed:.2f} s ({out.acked / elapsed:,.0f} msg/s), {out.failed:,} failed")
+    if out.failed:
+        assert out.first_error is not None
+        fail(f"{out.failed} of {sent} message(s) were not stored, first: {out.first_error.message}; "
+             f"{out.acked} were produced to {topic}")
+    say(f"produced {out.acked} message(s) to {topic}")
 
 
 def _source(bodies: list[str] | None, file: Path | None) -> tuple[Iterable[str], int | None]:

@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 from .core import MessageLike, SparkMQClient, Unreachable
+from .producer import BufferFullError, ProduceTimeoutError, Producer, ProducerClosedError, SendFuture
 from .pop import AckResult, DeadLetter, InvisibleResult, PopMessage, RetryResult
 from .results import BrokerUnreachableError, PullResult, QueueInfo, SendError, SendResult
 
-__all__ = ["AckResult", "BrokerUnreachableError", "DeadLetter", "InvisibleResult", "MessageLike", "PopMessage",
-           "PullResult", "QueueInfo", "RetryResult", "SendError", "SendResult", "SparkMQClient", "Unreachable"]
+__all__ = ["AckResult", "BrokerUnreachableError", "BufferFullError", "DeadLetter", "InvisibleResult", "MessageLike",
+           "PopMessage", "ProduceTimeoutError", "Producer", "ProducerClosedError", "PullResult", "QueueInfo",
+           "RetryResult", "SendError", "SendFuture", "SendResult", "SparkMQClient", "Unreachable"]

@@ -110,6 +110,10 @@ class FaultTracker:
         with self._lock:
             self._faults.pop(url, None)
 
+    def empty(self) -> bool:
+        """True when no address is in fault (a fast check for every send of a producer)."""
+        return not self._faults
+
     def in_fault(self, url: str) -> bool:
         """True while ``url`` has failed and not answered since (in its back-off or past it)."""
         with self._lock:

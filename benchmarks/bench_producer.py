@@ -1,0 +1,136 @@
+"""The asynchronous Producer (issue 34) next to the bulk Arrow produce it builds on, and its latency.
+
+    python -m benchmarks.bench_producer [--rows 1000000] [--rate 10000] [--seconds 5] [--json-out PATH]
+
+One broker on 127.0.0.1 (no Delta mirror), topic of 4 queues, 100-byte bodies:
+
+1. throughput: ``--rows`` messages from one Python process with
+   ``Producer.send(topic, body, queue_id=i % 4)`` and one ``flush`` (every
+   message acknowledged), next to ``benchmarks.bench_spark.produce_bulk``
+   (Arrow IPC requests of 10,000 rows, one at a time) in the same run;
+2. latency: sends paced at ``--rate`` msg/s for ``--seconds`` with
+   ``linger_ms=5``; send-to-ack time of every message (its callback), p50 and
+   p99 (goal: p99 <= 20 ms at 10k msg/s).
+
+Every figure carries the machine's load average (``os.getloadavg``) at its end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from benchmarks.bench_spark import QUEUES, VALUE, produce_bulk, start_broker
+from benchmarks.results import Measure, Recorder, Target
+from broker_api.client import Producer
+
+__all__ = ["producer_latency", "producer_rate"]
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def producer_rate(url: str, topic: str, rows: int, **options: Any) -> float:
+    """``rows`` x 100 B through one Producer (explicit queue ``i % 4``) until all are acknowledged; msg/s."""
+    body = b"v" * VALUE
+    failed: list[BaseException] = []
+    with Producer(url, **options) as p:
+        p.send(topic, body).result(60)  # the topic's queues are known before the clock starts
+        send = p.send
+        started = time.perf_counter()
+        for i in range(rows):
+            send(topic, body, queue_id=i & 3)
+        left = p.flush(600)
+        elapsed = time.perf_counter() - started
+        if left:
+            failed.append(RuntimeError(f"{left} messages not acknowledged after 600 s"))
+    if failed:
+        raise failed[0]
+    return rows / elapsed
+
+
+def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms: float = 5.0) -> dict[str, float]:
+    """Sends paced at ``rate`` msg/s; send-to-ack milliseconds (p50, p99, max) and failures."""
+    body = b"v" * VALUE
+    n = int(rate * seconds)
+    sent_at = np.zeros(n)
+    acked_at = np.zeros(n)
+    errors: list[BaseException] = []
+
+    def on_ack(i: int) -> Any:
+        def done(_result: Any, error: BaseException | None) -> None:
+            acked_at[i] = time.perf_counter()
+            if error is not None:
+                errors.append(error)
+        return done
+
+    with Producer(url, linger_ms=linger_ms) as p:
+        p.send(topic, body).result(60)
+        started = time.perf_counter()
+        for i in range(n):
+            due = started + i / rate
+            while (now := time.perf_counter()) < due:
+                time.sleep(min(0.001, due - now))
+            sent_at[i] = time.perf_counter()
+            p.send(topic, body, callback=on_ack(i))
+        p.flush(60)
+    ms = (acked_at - sent_at) * 1000
+    return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+            "max_ms": float(ms.max()), "failed": len(errors), "achieved_rate": n / (time.perf_counter() - started)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000, help="messages for the throughput rows (100 B each)")
+    ap.add_argument("--rate", type=int, default=10_000, help="paced send rate for the latency row, msg/s")
+    ap.add_argument("--seconds", type=float, default=5.0, help="how long the latency row sends")
+    ap.add_argument("--json-out", default=None)
+    args = ap.parse_args()
+    rec = Recorder("producer", args.json_out, {"rows": args.rows, "rate": args.rate, "seconds": args.seconds})
+    with tempfile.TemporaryDirectory(prefix="bench-producer-") as d:
+        rec.phase("starting a sparkmq broker")
+        proc, url = start_broker(Path(d) / "data")
+        try:
+            run(rec, url, args)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    rec.write()
+
+
+def run(rec: Recorder, url: str, args: argparse.Namespace) -> None:
+    for topic in ("warm", "producer", "bulk", "latency"):
+        httpx.post(f"{url}/v1/topics", json={"name": topic, "queues": QUEUES}, timeout=30)
+    rec.phase("warm-up")
+    producer_rate(url, "warm", max(1_000, args.rows // 10))
+    produce_bulk(url, "warm", max(1_000, args.rows // 10))
+    rec.phase(f"Producer: {args.rows:,} x {VALUE} B")
+    rate = producer_rate(url, "producer", args.rows)
+    load = _load()
+    rec.phase(f"bulk Arrow produce: {args.rows:,} x {VALUE} B")
+    bulk = produce_bulk(url, "bulk", args.rows)
+    print(f"Producer.send + flush : {rate:>10,.0f} msg/s\nbulk Arrow produce     : {bulk:>10,.0f} msg/s; "
+          f"Producer / bulk = {rate / bulk:.2f}x ({load}; after bulk {_load()})")
+    rec.add(Measure("producer.throughput", f"Producer.send of {args.rows:,} x 100 B over 4 queues from one Python "
+                    "process, until all acknowledged", rate, "msg/s",
+                    peer="bulk Arrow produce (10k rows per request, one in flight)", peer_value=bulk,
+                    details={"load": load}))
+    rec.phase(f"latency: {args.rate:,} msg/s for {args.seconds:g} s, linger_ms 5")
+    lat = producer_latency(url, "latency", args.rate, args.seconds)
+    load = _load()
+    print(f"send-to-ack at {lat['achieved_rate']:,.0f} msg/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+          f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed ({load})")
+    rec.add(Measure("producer.latency_p99", f"Producer send-to-ack p99 at {args.rate:,} msg/s, linger_ms 5",
+                    lat["p99_ms"], "ms", targets=(Target("<=", 20.0),), details={**lat, "load": load}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The asynchronous Producer against a real broker: order per queue, keyed routing, flush, close, a full buffer.
+
+    send()            returns at once; flush() waits for every outcome
+    order             a queue's messages are stored in send order with several requests in flight
+    keys              land where SparkMQClient.produce puts them
+    buffer full       blocks (bounded) or raises, as the caller chose
+    close()           leaves no thread; later sends raise ProducerClosedError
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from broker_api.client import (
+    BufferFullError,
+    Producer,
+    ProducerClosedError,
+    SendResult,
+    SparkMQClient,
+)
+from broker_api.errors import BrokerError
+
+
+def _producer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sparkmq-producer")]
+
+
+def _bodies(c: SparkMQClient, topic: str, queue_id: int) -> list[str]:
+    out: list[str] = []
+    offset = 0
+    while True:
+        page = c.pull(topic, queue_id, offset, max_messages=1_000)
+        out.extend(m["body"] for m in page.messages)
+        if page.next_offset == offset or not page.messages:
+            return out
+        offset = page.next_offset
+
+
+def test_send_returns_futures_and_each_queue_keeps_send_order_with_many_in_flight(quick: Any) -> None:
+    with SparkMQClient(quick.url) as c:
+        c.create_topic("ordered", queues=4)
+        with Producer(quick.url, linger_ms=1, batch_max_messages=50, max_in_flight=4) as p:
+            futures = [p.send("ordered", f"{i % 4}:{i}", queue_id=i % 4) for i in range(4_000)]
+            assert p.flush(30) == 0
+            results = [f.result(0) for f in futures]
+        for q in range(4):
+            sent = [r.queue_offset for i, r in enumerate(results) if i % 4 == q]
+            assert sent == list(range(1_000))  # offsets in send order, no gap, no duplicate
+            assert _bodies(c, "ordered", q) == [f"{q}:{i}" for i in range(q, 4_000, 4)]
+
+
+def test_keyed_and_free_messages_land_where_the_client_puts_them(quick: Any) -> None:
+    with SparkMQClient(quick.url) as c:
+        c.create_topic("keyed", queues=8)
+        keys = [f"order-{i}" for i in range(40)]
+        expected = [c.produce("keyed", [{"body": "x", "keys": [k]}])[0].queue_id for k in keys]
+        done: list[tuple[SendResult | None, BrokerError | None]] = []
+        with Producer(quick.url) as p:
+            futures = [p.send("keyed", "y", key=k, tags="t", callback=lambda r, e: done.append((r, e)))
+                       for k in keys]
+            free = [p.send("keyed", b"\x00\xff binary") for _ in range(16)]
+            p.flush(30)
+        assert [f.result().queue_id for f in futures] == expected
+        assert len(done) == 40 and all(e is None for _, e in done)
+        assert {f.result().queue_id for f in free} == set(range(8))  # round robin over every queue
+        page = c.pull("keyed", expected[0], futures[0].result().queue_offset, max_messages=1)
+        assert page.messages[0]["keys"] == ["order-0"] and page.messages[0]["tags"] == "t"
+
+
+def test_msg_ids_and_properties_take_the_per_message_answer(quick: Any) -> None:
+    with Producer(quick.url, msg_ids=True) as p:
+        f = p.send("props", "with props", properties={"region": "eu"})
+        p.flush(30)
+        result = f.result()
+    assert len(result.msg_id) == 32
+    with SparkMQClient(quick.url) as c:
+        assert c.message(result.msg_id)["properties"]["region"] == "eu"
+
+
+def test_a_full_buffer_raises_or_blocks_as_chosen(fast_broker: Any) -> None:
+    broker = fast_broker()
+    body = b"b" * 1_000
+    with SparkMQClient(broker.url) as c:
+        c.create_topic("full", queues=1)
+    raising = Producer(broker.url, buffer_max_bytes=10_000, on_full="raise", timeout_s=30)
+    bounded = Producer(broker.url, buffer_max_bytes=10_000, max_block_s=0.3, timeout_s=30)
+    patient = Producer(broker.url, buffer_max_bytes=10_000, max_block_s=20, timeout_s=30)
+    for p in (raising, bounded, patient):  # the topic's route is known before the broker stops
+        p.send("full", body).result(30)
+    os.kill(broker.proc.pid, signal.SIGSTOP)  # the broker takes nothing: the buffers can only fill
+    try:
+        for p in (raising, bounded, patient):
+            for _ in range(9):
+                p.send("full", body)
+        with pytest.raises(BufferFullError, match="buffer_max_bytes"):
+            raising.send("full", body)
+        started = time.monotonic()
+        with pytest.raises(BufferFullError, match="did not drain within 0.3 s"):
+            bounded.send("full", body)
+        assert time.monotonic() - started >= 0.25
+        threading.Timer(0.3, os.kill, (broker.proc.pid, signal.SIGCONT)).start()
+        late = patient.send("full", body)  # waits until the resumed broker drained the buffer
+        assert patient.flush(20) == 0 and late.result().queue_offset >= 9
+    finally:
+        os.kill(broker.proc.pid, signal.SIGCONT)
+        for p in (raising, bounded, patient):
+            p.close(20)
+
+
+def test_close_flushes_stops_every_thread_and_refuses_later_sends(quick: Any) -> None:
+    before = len(threading.enumerate())
+    p = Producer(quick.url, linger_ms=10_000, max_in_flight=3)
+    futures = [p.send("closing", f"m{i}") for i in range(100)]
+    assert not any(f.done() for f in futures)  # lingering: nothing sent yet
+    assert len(_producer_threads()) == 3
+    assert p.close(30) == 0  # close flushes first
+    assert all(f.result(0).queue_offset >= 0 for f in futures)
+    assert _producer_threads() == [] and len(threading.enumerate()) == before
+    with pytest.raises(ProducerClosedError):
+        p.send("closing", "late")
+    assert p.close() == 0  # twice is safe
+
+
+def test_a_broker_killed_mid_flight_fails_futures_with_our_errors_and_stores_nothing_twice(fast_broker: Any) -> None:
+    broker = fast_broker()
+    with SparkMQClient(broker.url) as c:
+        c.create_topic("crash", queues=2)
+    p = Producer(broker.url, linger_ms=1, batch_max_messages=100, max_in_flight=2, timeout_s=5, send_timeout_s=0.5)
+    futures = [p.send("crash", f"m{i}", queue_id=i % 2) for i in range(1_000)]
+    futures[500].result(30)  # acknowledgements are coming back: kill the broker while sends go on
+    broker.kill()
+    futures += [p.send("crash", f"m{i}", queue_id=i % 2) for i in range(1_000, 3_000)]
+    assert p.flush(30) == 0
+    p.close()
+    stored: dict[str, SendResult] = {}
+    unknown: set[str] = set()
+    for i, f in enumerate(futures):
+        error = f.exception(0)
+        if error is None:
+            stored[f"m{i}"] = f.result(0)
+        else:
+            assert isinstance(error, BrokerError) and "crash" not in type(error).__module__
+            if getattr(error, "stored_unknown", False):
+                unknown.add(f"m{i}")
+    assert 250 < len(stored) < 3_000  # some before the kill, not all
+    broker.start()  # same data dir: what was acknowledged is there, once, in send order
+    with SparkMQClient(broker.url) as c:
+        for q in range(2):
+            bodies = _bodies(c, "crash", q)
+            assert len(bodies) == len(set(bodies))  # nothing stored twice
+            assert set(bodies) <= set(stored) | unknown  # a failure that said "not stored" was not stored
+            assert [int(b[1:]) for b in bodies] == sorted(int(b[1:]) for b in bodies)  # send order
+            acked = {b: r for b, r in stored.items() if r.queue_id == q}
+            assert {bodies[r.queue_offset] for r in acked.values()} == set(acked)  # each where its future said
