@@ -14,11 +14,16 @@ from etcd3gw.client import Etcd3Client
 
 from tests.namesrv.support import NamesrvProcess, free_port
 
-from .etcd_support import EtcdCluster, needs_etcd
+from .etcd_support import EtcdCluster
 from .ha_support import wait_for
-from .test_controller_failover import MASTER_TIMEOUT_S, bodies_on, group, master_of, send, start_group
-
-pytestmark = needs_etcd
+from .test_controller_failover import (
+    MASTER_TIMEOUT_S,
+    bodies_on,
+    group,
+    master_of,
+    send,
+    start_group,
+)
 
 
 @pytest.fixture
