@@ -49,10 +49,8 @@ __all__ = ["MessageStore", "ArrivalListener", "AppendListener"]
 
 _log = logging.getLogger(__name__)
 
-# Called from the reput thread as (topic, queue_id, new_max_offset).
-ArrivalListener = Callable[[str, int, int], None]
-# Called by the appending thread with the CommitLog's new max offset.
-AppendListener = Callable[[int], None]
+ArrivalListener = Callable[[str, int, int], None]  # from the reput thread: (topic, queue_id, new_max_offset)
+AppendListener = Callable[[int], None]  # by the appending thread, with the CommitLog's new max offset
 
 
 # Pull statuses that mean "nothing there": worth a second look once dispatch has caught up.
@@ -200,11 +198,9 @@ class MessageStore:
     def append_replicated(self, phy_offset: int, data: bytes) -> int:
         """Slave: write raw CommitLog bytes from the master at the same physical offset.
 
-        Whole, valid records only (see CommitLog.append_replicated); returns the bytes of
-        ``data`` consumed, so the caller keeps a partial record for the next frame.  The
-        reput service then builds ConsumeQueues and the index from them as on the master.
-        With SYNC flush, returns once an fdatasync covers them.
-        """
+        Whole, valid records only (see CommitLog.append_replicated); returns the bytes of ``data``
+        consumed (the caller keeps a partial record for the next frame); reput then builds the queues
+        and index as on the master. With SYNC flush, returns once an fdatasync covers them."""
         self._check_running()
         used = self.commitlog.append_replicated(phy_offset, data)
         if used:
@@ -288,8 +284,7 @@ class MessageStore:
         return self.commitlog.read_message(codec.parse_msg_id(msg_id)[1])
 
     def wait_visible(self, timeout_s: float = 1.0) -> bool:
-        """Wait until every message appended before this call is dispatched, so pulls, queue
-        offsets and key lookups see it; False if the dispatcher is still behind after ``timeout_s``."""
+        """Wait until what is appended now is dispatched (pulls, offsets, keys see it); False after ``timeout_s``."""
         self._check_running()
         return self.reput.wait_for(self.reput.dispatch_end(), timeout_s)
 

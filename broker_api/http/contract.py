@@ -231,10 +231,8 @@ def install_namesrv_contract(app: FastAPI, codes: list[str], auth: bool) -> None
                     controller = path.startswith("/v1/controller")  # 404 controller_disabled, 409 fenced
                     if "{" in path or "register" in path or controller:
                         statuses.add("404")
-                    if controller and "requestBody" in op:
-                        statuses.add("409")
                     if controller:  # 503 controller_unavailable: a standby, or etcd without quorum
-                        statuses.add("503")
+                        statuses |= {"409", "503"} if "requestBody" in op else {"503"}
                     if auth and path not in _ALWAYS_OPEN:
                         statuses |= {"401", "403"}
                         op["security"] = [{"bearer": []}]
@@ -369,10 +367,8 @@ def _error_statuses(path: str, method: str, op: dict[str, Any], auth: bool) -> s
         statuses.add("507")
     if op.get("operationId") in _CONFLICTS:
         statuses.add("409")
-    if op.get("operationId") in _REMOTE_READS:
-        statuses.add("502")
-    if op.get("operationId") == "post_sql":
-        statuses.add("504")
+    if op.get("operationId") in _REMOTE_READS | {"post_sql"}:
+        statuses.add("504" if op.get("operationId") == "post_sql" else "502")
     return statuses
 
 
