@@ -36,7 +36,8 @@ def test_kafka_port_flag_serves_and_sigterm_stops_cleanly_with_a_parked_fetch(tm
         p = ck.Producer({"bootstrap.servers": bootstrap})
         p.produce("lifecycle", b"one", partition=0)  # auto-created ([broker] auto_create_topics)
         assert p.flush(20) == 0
-        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "life", "fetch.wait.max.ms": 30000})
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "life", "fetch.wait.max.ms": 30000,
+                         "enable.auto.commit": False})  # close() after the stop has nothing to commit
         c.assign([ck.TopicPartition("lifecycle", 0, 0)])
         m = None
         while m is None and time.monotonic() < deadline:
