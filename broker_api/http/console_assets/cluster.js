@@ -1,4 +1,5 @@
-// The NameServer's console (/console on a NameServer): clusters, live brokers, topic routes.
+// The NameServer's console (/console on a NameServer): clusters, live brokers, the controller's broker groups
+// (with --controller: master, epoch, in-sync set, last election), topic routes.
 
 import { api, seg } from "./api.js";
 import { fmtNum, fmtTime, h, section, table } from "./dom.js";
@@ -20,6 +21,30 @@ async function identify() {
   return `NameServer · ${Object.keys(c.clusters).length} cluster(s) · ${c.brokers.length} live broker(s)`;
 }
 
+async function controllerGroups() {
+  try {
+    return (await api("/v1/controller/groups")).groups;
+  } catch (err) {
+    if (err.status === 404) return null; // a NameServer without --controller
+    throw err;
+  }
+}
+
+function electionText(e, address) {
+  if (!e) return "none yet";
+  const took = e.took_ms == null ? "" : `, took ${fmtNum(e.took_ms / 1000, 1)} s`;
+  const from = e.old_master ? address(e.old_master) : "-";
+  return `${fmtTime(e.at_ms)}: ${e.reason}, ${from} → ${e.new_master ? address(e.new_master) : "no candidate"}${took}`;
+}
+
+function groupRows(groups) {
+  return groups.map((g) => {
+    const address = (id) => (g.replicas.find((r) => r.replica_id === id) || {}).address || id;
+    return [g.cluster, g.broker_name, g.master ? address(g.master) : "none", g.master_epoch,
+      g.sync_state_set.map(address).join(", "), electionText(g.last_election, address)];
+  });
+}
+
 async function clusterView(root) {
   const c = await api("/v1/cluster");
   const clusters = table(["Cluster", "Broker names"],
@@ -27,6 +52,11 @@ async function clusterView(root) {
   const brokers = table(["Cluster", "Broker", "Id", "Role", "Address (its console)", "HA address", "Last heartbeat",
     "Silent for", "Registrations"], brokerRows(c.brokers), "no live broker");
   root.append(section("Clusters", clusters), section("Live brokers", brokers));
+  const groups = await controllerGroups();
+  if (groups) {
+    root.append(section("Controller: broker groups", table(["Cluster", "Broker name", "Master", "Epoch",
+      "In-sync set", "Last election"], groupRows(groups), "no broker group has a heartbeat yet")));
+  }
 }
 
 function routeRows(route) {
