@@ -96,8 +96,10 @@ def _start_time(app: FastAPI, routes: RouteTable) -> None:
 
     @app.get("/v1/namesrv")
     async def namesrv_info() -> dict[str, Any]:
-        """This NameServer's start time (ms since the epoch) and uptime: young means its routes may be partial."""
-        return {"started_ms": routes.started_ms, "uptime_s": round(routes.uptime_s(), 3)}
+        """This NameServer's start time (ms since the epoch) and uptime (young: its routes may be partial), and
+        whether it runs the controller (``--controller``: /v1/controller/groups)."""
+        return {"started_ms": routes.started_ms, "uptime_s": round(routes.uptime_s(), 3),
+                "controller": getattr(app.state, "controller", None) is not None}
 
 
 def _broker_routes(app: FastAPI, routes: RouteTable) -> None:

@@ -22,12 +22,8 @@ async function identify() {
 }
 
 async function controllerGroups() {
-  try {
-    return (await api("/v1/controller/groups")).groups;
-  } catch (err) {
-    if (err.status === 404) return null; // a NameServer without --controller
-    throw err;
-  }
+  if (!(await api("/v1/namesrv")).controller) return null; // a NameServer without --controller
+  return (await api("/v1/controller/groups")).groups;
 }
 
 function electionText(e, address) {
