@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .config import MirrorConfig
@@ -28,26 +28,19 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(("TABLE_NAME", "is_truncated", "run_sql"), "sql"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    setattr(sys.modules[__name__], name, value)
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE)
 
 
 __all__ = [
+    "MESSAGE_SCHEMA",
+    "TABLE_NAME",
     "ConnectorError",
     "DeltaMirror",
-    "MESSAGE_SCHEMA",
     "MirrorConfig",
     "MirrorError",
     "MirrorProcess",
     "SqlError",
     "SqlTimeoutError",
-    "TABLE_NAME",
     "is_truncated",
     "open_mirror",
     "register_spark_view",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .schema import arrow_schema, check_evolution, table_schema, validate_spec
@@ -20,17 +20,18 @@ _WHERE: dict[str, str] = {
     "Upkeep": "topic",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    setattr(sys.modules[__name__], name, value)
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE)
 
 
 __all__ = [
-    "MODES", "TABLE_KEYS", "TableSpec", "TableTopics", "Upkeep", "WRITE_MODES", "arrow_schema", "check_evolution", "table_schema",
+    "MODES",
+    "TABLE_KEYS",
+    "WRITE_MODES",
+    "TableSpec",
+    "TableTopics",
+    "Upkeep",
+    "arrow_schema",
+    "check_evolution",
+    "table_schema",
     "validate_spec",
 ]
