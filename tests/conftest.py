@@ -28,6 +28,11 @@ from tests.procs import free_port as _free_port
 from tests.procs import stop_process
 from tests.s3_support import s3_server  # noqa: F401  (fixture: moto's S3 server on loopback)
 
+# Every JVM the tests start through spark-submit (the shared session, the notebooks' and the
+# subprocess sessions): C1 only and the serial collector. Test jobs are small and short, and
+# C2's compiler threads were a third of a Spark test's CPU on this 2-core machine.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 _MAX_WORKERS = 4  # each worker may hold a SparkSession (a JVM with a 1 GiB heap)
 
 
@@ -44,11 +49,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def _work_unit(item: pytest.Item) -> str | None:
-    """The xdist group of a test that shares something wider than itself: "spark" for the
-    SparkSession (one JVM per run, and two Spark jobs never fight over the 2 cores), else the
-    conftest or module defining a module/package/session-scoped server it uses."""
+    """The xdist group of a test that shares something wider than itself: its module for a
+    Spark test (each worker opens one SparkSession when it first runs one, so Spark modules
+    spread over the workers like any other), else the conftest or module defining a
+    module/package/session-scoped server it uses."""
     if "spark" in item.fixturenames:
-        return "spark"
+        return "spark:" + item.nodeid.split("::")[0]
     info = getattr(item, "_fixtureinfo", None)
     for name in item.fixturenames:
         defs = info.name2fixturedefs.get(name) if info is not None else None
