@@ -31,8 +31,9 @@ def aws_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
 def open_tiered(tmp_path: Path) -> Iterator[Opener]:
     opened: list[tuple[MessageStore, TieredStorage]] = []
 
-    def _open(uri: str, root: Path | None = None, **tiered: object) -> tuple[MessageStore, TieredStorage]:
-        store = MessageStore(small_config(root or tmp_path / "store"))
+    def _open(uri: str, root: Path | None = None, store_conf: dict[str, object] | None = None,
+              **tiered: object) -> tuple[MessageStore, TieredStorage]:
+        store = MessageStore(small_config(root or tmp_path / "store", **(store_conf or {})))
         conf = dict(uri=uri, local_retention_s=0.0, interval_s=3600.0, block_bytes=16 << 10, retention_s=0.0)
         tier = TieredStorage(store, TieredConfig(**{**conf, **tiered}))  # type: ignore[arg-type]
         store.start()
@@ -117,7 +118,7 @@ def test_damaged_or_missing_object_is_an_error_not_wrong_bytes(aws_env: S3Server
     body = bytearray(s3.get_object(Bucket=bucket, Key=f"d/{key}")["Body"].read())
     body[100] ^= 0xFF  # one flipped byte in the first record's header area
     s3.put_object(Bucket=bucket, Key=f"d/{key}", Body=bytes(body))
-    tier.cache.forget(0)
+    tier.cache.forget(key)
     with pytest.raises(RemoteReadError, match="damaged"):
         store.get_message(ids[0])
     with pytest.raises(RemoteReadError):
@@ -137,6 +138,7 @@ def test_retention_deletes_remote_objects(aws_env: S3Server, open_tiered: Opener
     assert tier.manifest.segments() == remote
     tier.uploader.run_once(now=remote[-1].newest_ms / 1000 + 3601)
     assert tier.manifest.segments() == [] and aws_env.keys(bucket, "r/commitlog/") == []
+    assert aws_env.keys(bucket, "r/consumequeue/") == [] and aws_env.keys(bucket, "r/index/") == []
     low = store.commitlog.queue.min_offset()
     assert store.min_phy_offset() == low
     assert all(q >= 0 and p >= low for q, p, _ in _read_all(store))
