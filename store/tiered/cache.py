@@ -5,14 +5,17 @@ in blocks of its ``block_bytes`` (the last one shorter).  A block is fetched wit
 GET, its CRC32 compared with the one the manifest recorded at upload, and kept in memory
 (least recently used leave first once ``max_bytes`` is passed).
 
-Read-ahead: a read that asks for ``ahead`` blocks queues a background fetch of the
-next ``ahead`` blocks of the object that are neither cached nor already on their way
-(adjacent ranges go out as one ``get_ranges`` call), so a sequential reader such as a
-Spark backfill finds the next blocks in memory, or in flight, when it gets there.  At
-most ``max_inflight`` blocks are on their way at once; a reader that needs a block in
-flight waits for that fetch instead of issuing its own.  A block that is missing or
-fails its CRC raises RemoteReadError (a background fetch that fails is forgotten, and
-the reader's own fetch reports it).
+Blocks a read needs that are neither cached nor on their way are fetched in one
+``get_ranges`` call (obstore turns adjacent ranges into one GET), and a reader that
+needs a block another reader is fetching waits for that fetch instead of issuing its own.
+
+Read-ahead: a sequential read (it starts in, or just after, the block where the previous
+read of the same object ended) also fetches, in the background, the next ``ahead``
+blocks of the object once at least half of them are missing, so each GET is large (an
+S3 GET costs a round trip; moto's even reads the whole object) and a backfill such as
+a Spark read finds the next blocks in memory, or on their way, when it gets there.  At
+most ``max_inflight`` blocks are on their way at once.  A block that is missing or
+fails its CRC raises RemoteReadError, in every reader that waited for it.
 """
 
 from __future__ import annotations
@@ -57,11 +60,12 @@ class CacheStats:
 
 
 class BlockCache:
-    def __init__(self, store: ObjectStore, max_bytes: int, max_inflight: int = 16, workers: int = 4) -> None:
+    def __init__(self, store: ObjectStore, max_bytes: int, max_inflight: int = 64, workers: int = 4) -> None:
         self.store, self.max_bytes, self.max_inflight = store, max_bytes, max_inflight
         self.stats = CacheStats()
         self._blocks: OrderedDict[_Key, bytes] = OrderedDict()
         self._inflight: dict[_Key, Future[bytes]] = {}
+        self._last_block: dict[str, int] = {}  # object key -> last block a read of it touched
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sparkmq-tiered-read")
 
@@ -70,68 +74,87 @@ class BlockCache:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def read(self, obj: Blocks, pos: int, size: int, ahead: int = 0) -> bytes:
-        """``size`` bytes at ``pos`` of ``obj`` (clamped to its end); then read ``ahead`` blocks ahead."""
+        """``size`` bytes at ``pos`` of ``obj`` (clamped to its end).  A sequential reader (this read starts in
+        or just after the block the previous read of ``obj`` ended in) also starts reading ``ahead`` blocks on."""
         size = max(0, min(size, obj.size - pos))
         if size == 0:
             return b""
         bb = obj.block_bytes
         first, last = pos // bb, (pos + size - 1) // bb
-        parts = [self._block(obj, i) for i in range(first, last + 1)]
-        if ahead:
-            self._read_ahead(obj, last + 1, min(len(obj.block_crcs), last + 1 + ahead))
+        mine: dict[int, Future[bytes]] = {}
+        with self._lock:
+            got = [self._claim(obj, i, mine) for i in range(first, last + 1)]
+            sequential = first == 0 or self._last_block.get(obj.key, -2) in (first - 1, first)
+            self._note_last(obj.key, last)
+            if ahead and sequential:
+                self._read_ahead(obj, last + 1, min(len(obj.block_crcs), last + 1 + ahead), ahead)
+        if mine:
+            self._run(obj, mine)
+        parts = [g if isinstance(g, bytes) else g.result() for g in got]
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         off = pos - first * bb
         return data[off : off + size]
 
-    def _block(self, obj: Blocks, index: int) -> bytes:
+    def _claim(self, obj: Blocks, index: int, mine: dict[int, Future[bytes]]) -> bytes | Future[bytes]:
+        """The block if cached, the fetch it is in, or a new fetch added to ``mine`` (caller holds the lock)."""
         key = (obj.key, index)
-        with self._lock:
-            found = self._blocks.get(key)
-            if found is not None:
-                self._blocks.move_to_end(key)
-                self.stats.hits += 1
-                return found
-            pending = self._inflight.get(key)
-            if pending is None:
-                self.stats.misses += 1
-            else:
-                self.stats.hits += 1  # read ahead: on its way already
+        found = self._blocks.get(key)
+        if found is not None:
+            self._blocks.move_to_end(key)
+            self.stats.hits += 1
+            return found
+        pending = self._inflight.get(key)
         if pending is not None:
-            try:
-                return pending.result()
-            except RemoteReadError:
-                pass  # fetched again below: the error names this reader's block
-        data = self._fetch(obj, [index])[0]
-        with self._lock:
-            self._put(key, data)
-        return data
+            self.stats.hits += 1  # read ahead: on its way already
+            return pending
+        self.stats.misses += 1
+        mine[index] = self._inflight[key] = Future()
+        return mine[index]
 
-    def _read_ahead(self, obj: Blocks, lo: int, hi: int) -> None:
-        with self._lock:
-            room = self.max_inflight - len(self._inflight)
-            wanted = [i for i in range(lo, hi) if (obj.key, i) not in self._blocks
-                      and (obj.key, i) not in self._inflight][: max(0, room)]
-            if not wanted:
-                return
-            try:
-                batch: Future[list[bytes]] = self._pool.submit(self._fetch_ahead, obj, wanted)
-            except RuntimeError:  # closed: no read-ahead any more
-                return
-            for n, i in enumerate(wanted):
-                self._inflight[(obj.key, i)] = _nth(batch, n)
+    def _note_last(self, key: str, block: int) -> None:
+        if len(self._last_block) > 4096:
+            self._last_block.clear()
+        self._last_block[key] = block
 
-    def _fetch_ahead(self, obj: Blocks, indexes: list[int]) -> list[bytes]:
+    def _read_ahead(self, obj: Blocks, lo: int, hi: int, ahead: int) -> None:
+        """Fetch the missing blocks of ``[lo, hi)`` in the background once they are at least half the window
+        (so each GET is large), or reach the object's end (caller holds the lock)."""
+        wanted = [i for i in range(lo, hi) if (obj.key, i) not in self._blocks and (obj.key, i) not in self._inflight]
+        wanted = wanted[: max(0, self.max_inflight - len(self._inflight))]
+        if not wanted or (len(wanted) < max(1, ahead // 2) and wanted[-1] != len(obj.block_crcs) - 1):
+            return
+        batch: dict[int, Future[bytes]] = {}
+        for i in wanted:
+            batch[i] = self._inflight[(obj.key, i)] = Future()
+        try:
+            self._pool.submit(self._run, obj, batch, True)
+        except RuntimeError:  # closed: no read-ahead any more
+            for i, fut in batch.items():
+                del self._inflight[(obj.key, i)]
+                fut.set_exception(RemoteReadError("the tiered-storage cache is closed"))
+
+    def _run(self, obj: Blocks, batch: dict[int, Future[bytes]], ahead: bool = False) -> None:
+        """Fetch the blocks of ``batch`` in one call, cache them and resolve their futures (errors included)."""
+        indexes = sorted(batch)
         try:
             got = self._fetch(obj, indexes)
-            with self._lock:
-                for i, data in zip(indexes, got):
-                    self._put((obj.key, i), data)
-                self.stats.prefetched_blocks += len(indexes)
-            return got
-        finally:
+        except BaseException as exc:
             with self._lock:
                 for i in indexes:
                     self._inflight.pop((obj.key, i), None)
+            for fut in batch.values():
+                fut.set_exception(exc)
+            if not ahead:
+                raise
+            return
+        with self._lock:
+            for i, data in zip(indexes, got):
+                self._put((obj.key, i), data)
+                self._inflight.pop((obj.key, i), None)
+            if ahead:
+                self.stats.prefetched_blocks += len(indexes)
+        for i, data in zip(indexes, got):
+            batch[i].set_result(data)
 
     def _fetch(self, obj: Blocks, indexes: list[int]) -> list[bytes]:
         bb = obj.block_bytes
@@ -167,19 +190,3 @@ class BlockCache:
         with self._lock:
             for k in [k for k in self._blocks if k[0] == key]:
                 self.stats.cached_bytes -= len(self._blocks.pop(k))
-
-
-def _nth(batch: Future[list[bytes]], n: int) -> Future[bytes]:
-    """A future for the ``n``-th block of a read-ahead batch."""
-    one: Future[bytes] = Future()
-
-    def done(f: Future[list[bytes]]) -> None:
-        if f.cancelled():
-            one.set_exception(RemoteReadError("read-ahead cancelled"))
-        elif (exc := f.exception()) is not None:
-            one.set_exception(exc)
-        else:
-            one.set_result(f.result()[n])
-
-    batch.add_done_callback(done)
-    return one

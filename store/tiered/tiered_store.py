@@ -99,4 +99,5 @@ class TieredStorage:
             "failed_uploads": up.failed_uploads, "expired_segments": up.expired_segments,
             "last_error": up.last_error, "cache_hits": cache.hits, "cache_misses": cache.misses,
             "cache_bytes": cache.cached_bytes, "remote_read_bytes": cache.fetched_bytes,
+            "readahead_blocks": cache.prefetched_blocks, "remote_index_files": len(self.manifest.indexes()),
         }
