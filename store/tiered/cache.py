@@ -21,20 +21,21 @@ fails its CRC raises RemoteReadError, in every reader that waited for it.
 from __future__ import annotations
 
 import threading
-import zlib
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import obstore
 
+from ..crc import crc32
 from ..errors import RemoteReadError
 from .objects import OBJECT_ERRORS, ObjectStore
 
 __all__ = ["BlockCache", "Blocks", "CacheStats"]
 
 _Key = tuple[str, int]  # (object key, block index)
+Block = Any  # a block as obstore returns it (obstore.Bytes: a buffer, not copied)
 
 
 class Blocks(Protocol):
@@ -63,8 +64,8 @@ class BlockCache:
     def __init__(self, store: ObjectStore, max_bytes: int, max_inflight: int = 64, workers: int = 4) -> None:
         self.store, self.max_bytes, self.max_inflight = store, max_bytes, max_inflight
         self.stats = CacheStats()
-        self._blocks: OrderedDict[_Key, bytes] = OrderedDict()
-        self._inflight: dict[_Key, Future[bytes]] = {}
+        self._blocks: OrderedDict[_Key, Block] = OrderedDict()
+        self._inflight: dict[_Key, Future[Block]] = {}
         self._last_block: dict[str, int] = {}  # object key -> last block a read of it touched
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sparkmq-tiered-read")
@@ -76,12 +77,16 @@ class BlockCache:
     def read(self, obj: Blocks, pos: int, size: int, ahead: int = 0) -> bytes:
         """``size`` bytes at ``pos`` of ``obj`` (clamped to its end).  A sequential reader (this read starts in
         or just after the block the previous read of ``obj`` ended in) also starts reading ``ahead`` blocks on."""
+        return bytes(self.view(obj, pos, size, ahead))
+
+    def view(self, obj: Blocks, pos: int, size: int, ahead: int = 0) -> memoryview:
+        """As :meth:`read`, without copying when the bytes lie in one block."""
         size = max(0, min(size, obj.size - pos))
         if size == 0:
-            return b""
+            return memoryview(b"")
         bb = obj.block_bytes
         first, last = pos // bb, (pos + size - 1) // bb
-        mine: dict[int, Future[bytes]] = {}
+        mine: dict[int, Future[Block]] = {}
         with self._lock:
             got = [self._claim(obj, i, mine) for i in range(first, last + 1)]
             sequential = first == 0 or self._last_block.get(obj.key, -2) in (first - 1, first)
@@ -90,12 +95,12 @@ class BlockCache:
                 self._read_ahead(obj, last + 1, min(len(obj.block_crcs), last + 1 + ahead), ahead)
         if mine:
             self._run(obj, mine)
-        parts = [g if isinstance(g, bytes) else g.result() for g in got]
+        parts = [g.result() if isinstance(g, Future) else g for g in got]
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         off = pos - first * bb
-        return data[off : off + size]
+        return memoryview(data)[off : off + size]
 
-    def _claim(self, obj: Blocks, index: int, mine: dict[int, Future[bytes]]) -> bytes | Future[bytes]:
+    def _claim(self, obj: Blocks, index: int, mine: dict[int, Future[Block]]) -> Block | Future[Block]:
         """The block if cached, the fetch it is in, or a new fetch added to ``mine`` (caller holds the lock)."""
         key = (obj.key, index)
         found = self._blocks.get(key)
@@ -123,7 +128,7 @@ class BlockCache:
         wanted = wanted[: max(0, self.max_inflight - len(self._inflight))]
         if not wanted or (len(wanted) < max(1, ahead // 2) and wanted[-1] != len(obj.block_crcs) - 1):
             return
-        batch: dict[int, Future[bytes]] = {}
+        batch: dict[int, Future[Block]] = {}
         for i in wanted:
             batch[i] = self._inflight[(obj.key, i)] = Future()
         try:
@@ -133,7 +138,7 @@ class BlockCache:
                 del self._inflight[(obj.key, i)]
                 fut.set_exception(RemoteReadError("the tiered-storage cache is closed"))
 
-    def _run(self, obj: Blocks, batch: dict[int, Future[bytes]], ahead: bool = False) -> None:
+    def _run(self, obj: Blocks, batch: dict[int, Future[Block]], ahead: bool = False) -> None:
         """Fetch the blocks of ``batch`` in one call, cache them and resolve their futures (errors included)."""
         indexes = sorted(batch)
         try:
@@ -156,7 +161,7 @@ class BlockCache:
         for i, data in zip(indexes, got):
             batch[i].set_result(data)
 
-    def _fetch(self, obj: Blocks, indexes: list[int]) -> list[bytes]:
+    def _fetch(self, obj: Blocks, indexes: list[int]) -> list[Block]:
         bb = obj.block_bytes
         starts = [i * bb for i in indexes]
         lengths = [min(bb, obj.size - s) for s in starts]
@@ -165,17 +170,17 @@ class BlockCache:
         except OBJECT_ERRORS as exc:
             raise RemoteReadError(f"object {obj.key!r} could not be read from the object store: "
                                   f"{str(exc).splitlines()[0]}") from exc
-        out = [bytes(b) for b in got]
+        out: list[Block] = list(got)  # obstore.Bytes: buffers, not copied
         for i, data, want in zip(indexes, out, lengths):
-            if len(data) != want or zlib.crc32(data) != obj.block_crcs[i]:
+            if len(data) != want or crc32(data) != obj.block_crcs[i]:
                 raise RemoteReadError(f"block {i} of object {obj.key!r} in the object store is damaged: {len(data)} "
-                                      f"bytes, CRC {zlib.crc32(data):#x}; the manifest recorded {want} bytes, "
+                                      f"bytes, CRC {crc32(data):#x}; the manifest recorded {want} bytes, "
                                       f"CRC {obj.block_crcs[i]:#x}")
         with self._lock:
             self.stats.fetched_bytes += sum(lengths)
         return out
 
-    def _put(self, key: _Key, data: bytes) -> None:
+    def _put(self, key: _Key, data: Block) -> None:
         old = self._blocks.pop(key, None)
         if old is not None:
             self.stats.cached_bytes -= len(old)

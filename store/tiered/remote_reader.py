@@ -54,8 +54,7 @@ class RemoteSegment:
 
     @contextlib.contextmanager
     def view(self, pos: int, size: int) -> Iterator[memoryview]:
-        with memoryview(self.read(pos, size)) as mv:
-            yield mv
+        yield self._cache.view(self.info, pos, size, self._ahead)
 
 
 class RemoteLog:
