@@ -61,7 +61,7 @@ class CacheStats:
 
 
 class BlockCache:
-    def __init__(self, store: ObjectStore, max_bytes: int, max_inflight: int = 64, workers: int = 4) -> None:
+    def __init__(self, store: ObjectStore, max_bytes: int, max_inflight: int = 128, workers: int = 4) -> None:
         self.store, self.max_bytes, self.max_inflight = store, max_bytes, max_inflight
         self.stats = CacheStats()
         self._blocks: OrderedDict[_Key, Block] = OrderedDict()
@@ -99,6 +99,12 @@ class BlockCache:
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         off = pos - first * bb
         return memoryview(data)[off : off + size]
+
+    def prefetch(self, obj: Blocks, lo: int, hi: int) -> None:
+        """Start fetching blocks ``[lo, hi)`` of ``obj`` in the background (the next segment of a sequential
+        reader nearing the end of this one), under the same rules as read-ahead."""
+        with self._lock:
+            self._read_ahead(obj, lo, min(hi, len(obj.block_crcs)), hi - lo)
 
     def _claim(self, obj: Blocks, index: int, mine: dict[int, Future[Block]]) -> Block | Future[Block]:
         """The block if cached, the fetch it is in, or a new fetch added to ``mine`` (caller holds the lock)."""

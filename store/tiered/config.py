@@ -44,7 +44,7 @@ class TieredConfig:
         metadata={"doc": "Unit of remote reads and of the per-block CRCs the manifest keeps, 1 MiB."},
     )
     readahead_blocks: int = field(
-        default=32,
+        default=64,
         metadata={"doc": "A sequential reader of a remote segment (a Spark backfill, a slave catching up) has "
                          "this many of the next blocks fetched in the background, in GETs of at least half as "
                          "many; 0 = off."},

@@ -27,10 +27,10 @@ _INT32_MAX = (1 << 31) - 1
 class RemoteSegment:
     """One uploaded segment, read through the cache (never written)."""
 
-    __slots__ = ("_ahead", "_cache", "info")
+    __slots__ = ("_ahead", "_cache", "_log", "info")
 
-    def __init__(self, info: RemoteSegmentInfo, cache: BlockCache, ahead: int) -> None:
-        self.info, self._cache, self._ahead = info, cache, ahead
+    def __init__(self, info: RemoteSegmentInfo, log: RemoteLog) -> None:
+        self.info, self._log, self._cache, self._ahead = info, log, log.cache, log.ahead
 
     @property
     def start_offset(self) -> int:
@@ -50,11 +50,15 @@ class RemoteSegment:
 
     def read(self, pos: int, size: int) -> bytes:
         """``size`` bytes at ``pos``; RemoteReadError when they cannot be read back intact."""
-        return self._cache.read(self.info, pos, size, self._ahead)
+        with self.view(pos, size) as mv:
+            return bytes(mv)
 
     @contextlib.contextmanager
     def view(self, pos: int, size: int) -> Iterator[memoryview]:
-        yield self._cache.view(self.info, pos, size, self._ahead)
+        mv = self._cache.view(self.info, pos, size, self._ahead)
+        if self._ahead and pos + size > self.info.size - self._ahead * self.info.block_bytes:
+            self._log.prefetch_after(self.info)  # a sequential reader nears the end: the next segment
+        yield mv
 
 
 class RemoteLog:
@@ -65,7 +69,13 @@ class RemoteLog:
 
     def find(self, offset: int) -> RemoteSegment | None:
         info = self.manifest.find(offset)
-        return RemoteSegment(info, self.cache, self.ahead) if info is not None else None
+        return RemoteSegment(info, self) if info is not None else None
+
+    def prefetch_after(self, info: RemoteSegmentInfo) -> None:
+        """Start reading the first blocks of the segment after ``info`` (if it is remote)."""
+        nxt = self.manifest.find(info.end)
+        if nxt is not None:
+            self.cache.prefetch(nxt, 0, self.ahead)
 
     def min_offset(self) -> int | None:
         """Start of the oldest remote segment, None when nothing is remote."""
