@@ -145,29 +145,30 @@ class BlockCache:
                 fut.set_exception(RemoteReadError("the tiered-storage cache is closed"))
 
     def _run(self, obj: Blocks, batch: dict[int, Future[Block]], ahead: bool = False) -> None:
-        """Fetch the blocks of ``batch`` in one call, cache them and resolve their futures (errors included)."""
+        """Fetch the blocks of ``batch`` in one call, cache the good ones and resolve every future: a block that
+        is missing or damaged fails only the readers of that block."""
         indexes = sorted(batch)
         try:
-            got = self._fetch(obj, indexes)
-        except BaseException as exc:
-            with self._lock:
-                for i in indexes:
-                    self._inflight.pop((obj.key, i), None)
-            for fut in batch.values():
-                fut.set_exception(exc)
-            if not ahead:
-                raise
-            return
+            got: list[Block | RemoteReadError] = self._fetch(obj, indexes)
+        except Exception as exc:  # noqa: BLE001  (every waiting reader must hear of it)
+            err = exc if isinstance(exc, RemoteReadError) else RemoteReadError(
+                f"object {obj.key!r} could not be read: {type(exc).__name__}: {exc}")
+            got = [err] * len(indexes)
         with self._lock:
             for i, data in zip(indexes, got):
-                self._put((obj.key, i), data)
+                if not isinstance(data, RemoteReadError):
+                    self._put((obj.key, i), data)
                 self._inflight.pop((obj.key, i), None)
             if ahead:
                 self.stats.prefetched_blocks += len(indexes)
         for i, data in zip(indexes, got):
-            batch[i].set_result(data)
+            if isinstance(data, RemoteReadError):
+                batch[i].set_exception(data)
+            else:
+                batch[i].set_result(data)
 
-    def _fetch(self, obj: Blocks, indexes: list[int]) -> list[Block]:
+    def _fetch(self, obj: Blocks, indexes: list[int]) -> list[Block | RemoteReadError]:
+        """The blocks, each checked against its CRC32 (a damaged one is its RemoteReadError)."""
         bb = obj.block_bytes
         starts = [i * bb for i in indexes]
         lengths = [min(bb, obj.size - s) for s in starts]
@@ -176,12 +177,12 @@ class BlockCache:
         except OBJECT_ERRORS as exc:
             raise RemoteReadError(f"object {obj.key!r} could not be read from the object store: "
                                   f"{str(exc).splitlines()[0]}") from exc
-        out: list[Block] = list(got)  # obstore.Bytes: buffers, not copied
-        for i, data, want in zip(indexes, out, lengths):
+        out: list[Block | RemoteReadError] = list(got)  # obstore.Bytes: buffers, not copied
+        for n, (i, data, want) in enumerate(zip(indexes, got, lengths)):
             if len(data) != want or crc32(data) != obj.block_crcs[i]:
-                raise RemoteReadError(f"block {i} of object {obj.key!r} in the object store is damaged: {len(data)} "
-                                      f"bytes, CRC {crc32(data):#x}; the manifest recorded {want} bytes, "
-                                      f"CRC {obj.block_crcs[i]:#x}")
+                out[n] = RemoteReadError(f"block {i} of object {obj.key!r} in the object store is damaged: "
+                                         f"{len(data)} bytes, CRC {crc32(data):#x}; the manifest recorded {want} "
+                                         f"bytes, CRC {obj.block_crcs[i]:#x}")
         with self._lock:
             self.stats.fetched_bytes += sum(lengths)
         return out
