@@ -30,6 +30,7 @@ from ..index_file import HEADER, IndexFile
 from ..index_service import IndexService
 from ..mapped_file import MappedFile, segment_name
 from .manifest import Manifest, RemoteIndexInfo, RemoteObject
+from .remote_reader import RemoteQueues
 
 __all__ = ["Logics", "PutVerified"]
 
@@ -42,9 +43,9 @@ PutVerified = Callable[[str, Iterable[bytes], int], RemoteObject]  # key, blocks
 
 class Logics:
     def __init__(self, queues: ConsumeQueueStore, index: IndexService, manifest: Manifest, put: PutVerified,
-                 block_bytes: int) -> None:
+                 block_bytes: int, remote: RemoteQueues) -> None:
         self.queues, self.index, self.manifest = queues, index, manifest
-        self.put, self.block_bytes = put, block_bytes
+        self.put, self.block_bytes, self.remote = put, block_bytes, remote
 
     # -- with a segment ----------------------------------------------------
     def upload_ranges(self, start: int, end: int) -> tuple[list[list[object]], RemoteObject | None]:
@@ -134,7 +135,21 @@ class Logics:
             head = np.frombuffer(f.read(0, (ranges[0].first - lo) * UNIT_SIZE), UNIT_DTYPE)
             if (head["phy"] >= below).any():
                 return None
-        return f
+        return f if self._same_remote(cq, f, max(lo, ranges[0].first), hi) else None
+
+    def _same_remote(self, cq: ConsumeQueue, f: MappedFile, start: int, end: int) -> bool:
+        """Whether the remote ranges hold exactly the file's units ``[start, end)`` (a topic deleted and created
+        again starts its queues anew: the old remote ranges are not its units)."""
+        parts, pos = [], start
+        while pos < end and (got := self.remote.read(cq.topic, cq.queue_id, pos, end - pos)):
+            parts.append(got)
+            pos += len(got) // UNIT_SIZE
+        local = f.read((start - f.start_offset // UNIT_SIZE) * UNIT_SIZE, (end - start) * UNIT_SIZE)
+        if b"".join(parts) == local:
+            return True
+        _log.warning("tiered storage: %s/%d units %d-%d differ from the remote ranges; the local file stays",
+                     cq.topic, cq.queue_id, start, end - 1)
+        return False
 
     def expired(self, low: int) -> list[str]:
         """Take IndexFiles wholly below ``low`` (the remote log's new start) out of the manifest; their keys."""

@@ -39,7 +39,8 @@ class TieredStorage:
         self.cache = BlockCache(self.objects, config.cache_max_bytes)
         self.remote = RemoteLog(self.manifest, self.cache, config.readahead_blocks)
         store.commitlog.remote = self.remote
-        store.queues.remote = RemoteQueues(self.manifest, self.cache, config.readahead_blocks)
+        self.remote_queues = RemoteQueues(self.manifest, self.cache, config.readahead_blocks)
+        store.queues.remote = self.remote_queues
         store.index.remote = RemoteIndex(self.manifest, self.cache)
         store.limit_retention(self._uploaded_end)
         self._holds: list[Callable[[], int]] = []
@@ -49,7 +50,7 @@ class TieredStorage:
 
     def _logics(self, uploader: UploaderService) -> Logics:
         return Logics(self._store.queues, self._store.index, self.manifest, uploader.put_verified,
-                      self.config.block_bytes)
+                      self.config.block_bytes, self.remote_queues)
 
     def start(self) -> None:
         self.uploader.start()

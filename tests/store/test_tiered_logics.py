@@ -101,3 +101,16 @@ def test_uploads_resume_after_a_kill_between_the_queue_range_and_the_manifest(op
     store.shutdown()
     store, tier = open_tiered(str(remote), store_conf=_SMALL)
     assert tier.run_once() >= 3 and _answers(store, msgs) == before
+
+
+def test_a_topic_deleted_and_created_again_keeps_its_new_queue_files(aws_env: S3Server,  # noqa: F811
+                                                                    open_tiered: Opener) -> None:  # noqa: F811
+    store, tier = open_tiered(f"s3://{aws_env.new_bucket()}/t", store_conf=_SMALL)
+    _fill(store)
+    assert tier.run_once() >= 3 and _local_units(store, 0) > 0  # the old topic's ranges are remote
+    store.delete_topic(_TOPIC)
+    _fill(store)  # the same name again: its queues start at offset 0
+    before = [_queue(store, 0), _queue(store, 1)]
+    assert before[0][0][0] == 0
+    tier.run_once()
+    assert [_queue(store, 0), _queue(store, 1)] == before  # never the old topic's remote units
