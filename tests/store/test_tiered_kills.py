@@ -18,7 +18,7 @@ from tests.store.conftest import small_config
 
 _TOPIC = "kills"
 _SMALL = {"consumequeue_segment_units": 40, "index_entries": 64}
-_TIER = dict(local_retention_s=0.0, interval_s=3600.0, block_bytes=16 << 10, retention_s=0.0)
+_TIER = {"local_retention_s": 0.0, "interval_s": 3600.0, "block_bytes": 16 << 10, "retention_s": 0.0}
 
 
 def _open(root: Path, remote: Path) -> tuple[MessageStore, TieredStorage]:
