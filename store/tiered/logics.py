@@ -26,6 +26,7 @@ import numpy as np
 
 from ..consume_queue import UNIT_DTYPE, UNIT_SIZE, ConsumeQueue
 from ..consume_queue_store import ConsumeQueueStore
+from ..errors import RemoteReadError
 from ..index_file import HEADER, IndexFile
 from ..index_service import IndexService
 from ..mapped_file import MappedFile, segment_name
@@ -141,9 +142,13 @@ class Logics:
         """Whether the remote ranges hold exactly the file's units ``[start, end)`` (a topic deleted and created
         again starts its queues anew: the old remote ranges are not its units)."""
         parts, pos = [], start
-        while pos < end and (got := self.remote.read(cq.topic, cq.queue_id, pos, end - pos)):
-            parts.append(got)
-            pos += len(got) // UNIT_SIZE
+        try:
+            while pos < end and (got := self.remote.read(cq.topic, cq.queue_id, pos, end - pos)):
+                parts.append(got)
+                pos += len(got) // UNIT_SIZE
+        except RemoteReadError as exc:  # the local file stays until its remote copy reads back intact
+            _log.warning("tiered storage: %s/%d: %s; the local ConsumeQueue file stays", cq.topic, cq.queue_id, exc)
+            return False
         local = f.read((start - f.start_offset // UNIT_SIZE) * UNIT_SIZE, (end - start) * UNIT_SIZE)
         if b"".join(parts) == local:
             return True
