@@ -9,8 +9,9 @@ Blocks a read needs that are neither cached nor on their way are fetched in one
 ``get_ranges`` call (obstore turns adjacent ranges into one GET), and a reader that
 needs a block another reader is fetching waits for that fetch instead of issuing its own.
 
-Read-ahead: a sequential read (it starts in, or just after, the block where the previous
-read of the same object ended) also fetches, in the background, the next ``ahead``
+Read-ahead: a sequential read (it starts past the start of the previous read of the same
+object and at most a block past its end; a lookup that reads a header, then the record at
+the same place, is not one) also fetches, in the background, the next ``ahead``
 blocks of the object once at least half of them are missing, so each GET is large (an
 S3 GET costs a round trip; moto's even reads the whole object) and a backfill such as
 a Spark read finds the next blocks in memory, or on their way, when it gets there.  At
@@ -66,7 +67,8 @@ class BlockCache:
         self.stats = CacheStats()
         self._blocks: OrderedDict[_Key, Block] = OrderedDict()
         self._inflight: dict[_Key, Future[Block]] = {}
-        self._last_block: dict[str, int] = {}  # object key -> last block a read of it touched
+        self._last_read: dict[str, tuple[int, int]] = {}  # object key -> (start, end) of the last read of it
+        self._sequential: set[str] = set()  # objects whose last read was sequential
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="sparkmq-tiered-read")
 
@@ -75,8 +77,8 @@ class BlockCache:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def read(self, obj: Blocks, pos: int, size: int, ahead: int = 0) -> bytes:
-        """``size`` bytes at ``pos`` of ``obj`` (clamped to its end).  A sequential reader (this read starts in
-        or just after the block the previous read of ``obj`` ended in) also starts reading ``ahead`` blocks on."""
+        """``size`` bytes at ``pos`` of ``obj`` (clamped to its end).  A sequential read (see the module
+        docstring) also starts reading ``ahead`` blocks on."""
         return bytes(self.view(obj, pos, size, ahead))
 
     def view(self, obj: Blocks, pos: int, size: int, ahead: int = 0) -> memoryview:
@@ -89,8 +91,9 @@ class BlockCache:
         mine: dict[int, Future[Block]] = {}
         with self._lock:
             got = [self._claim(obj, i, mine) for i in range(first, last + 1)]
-            sequential = first == 0 or self._last_block.get(obj.key, -2) in (first - 1, first)
-            self._note_last(obj.key, last)
+            prev_start, prev_end = self._last_read.get(obj.key, (pos, pos))
+            sequential = prev_start < pos <= prev_end + bb  # moves on from the last read: a scan, not a lookup
+            self._note_last(obj.key, pos, pos + size, sequential)
             if ahead and sequential:
                 self._read_ahead(obj, last + 1, min(len(obj.block_crcs), last + 1 + ahead), ahead)
         if mine:
@@ -122,10 +125,16 @@ class BlockCache:
         mine[index] = self._inflight[key] = Future()
         return mine[index]
 
-    def _note_last(self, key: str, block: int) -> None:
-        if len(self._last_block) > 4096:
-            self._last_block.clear()
-        self._last_block[key] = block
+    def _note_last(self, key: str, start: int, end: int, sequential: bool) -> None:
+        if len(self._last_read) > 4096:
+            self._last_read.clear()
+            self._sequential.clear()
+        self._last_read[key] = (start, end)
+        (self._sequential.add if sequential else self._sequential.discard)(key)
+
+    def sequential(self, key: str) -> bool:
+        """Whether the last read of the object ``key`` followed the one before (a scan, not a lookup)."""
+        return key in self._sequential
 
     def _read_ahead(self, obj: Blocks, lo: int, hi: int, ahead: int) -> None:
         """Fetch the missing blocks of ``[lo, hi)`` in the background once they are at least half the window

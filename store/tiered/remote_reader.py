@@ -56,7 +56,8 @@ class RemoteSegment:
     @contextlib.contextmanager
     def view(self, pos: int, size: int) -> Iterator[memoryview]:
         mv = self._cache.view(self.info, pos, size, self._ahead)
-        if self._ahead and pos + size > self.info.size - self._ahead * self.info.block_bytes:
+        near_end = pos + size > self.info.size - self._ahead // 2 * self.info.block_bytes
+        if self._ahead and near_end and self._cache.sequential(self.info.key):
             self._log.prefetch_after(self.info)  # a sequential reader nears the end: the next segment
         yield mv
 

@@ -221,3 +221,14 @@ def test_an_unreadable_manifest_stops_the_start_with_a_clear_error(tmp_path: Pat
     (tmp_path / "store" / "tiered" / "manifest.json").write_text('{"version": 1, "segm')
     with pytest.raises(StoreError, match="manifest .* is unreadable"):
         TieredStorage(store, TieredConfig(uri=str(tmp_path / "remote")))
+
+
+def test_a_lookup_by_id_reads_only_its_blocks(aws_env: S3Server, open_tiered: Opener) -> None:
+    store, tier = open_tiered(f"s3://{aws_env.new_bucket()}/l", block_bytes=4096, readahead_blocks=64)
+    ids = _fill(store)
+    tier.run_once()
+    mid = next(i for i in ids if 2 * 4096 <= int(i[16:], 16) - (64 << 10) < 3 * 4096 - 1100)  # segment 1, block 2
+    before = store.get_message(mid)
+    tier.cache.close()  # waits for any fetch started in the background
+    assert tier.cache.stats.fetched_bytes <= 2 * 4096 and tier.cache.stats.prefetched_blocks == 0
+    assert before.msg_id == mid
