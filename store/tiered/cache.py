@@ -9,9 +9,9 @@ Blocks a read needs that are neither cached nor on their way are fetched in one
 ``get_ranges`` call (obstore turns adjacent ranges into one GET), and a reader that
 needs a block another reader is fetching waits for that fetch instead of issuing its own.
 
-Read-ahead: a sequential read (it starts past the start of the previous read of the same
-object and at most a block past its end; a lookup that reads a header, then the record at
-the same place, is not one) also fetches, in the background, the next ``ahead``
+Read-ahead: a sequential read (it starts near the previous read of the same object, at most
+a block past its end or ``ahead`` blocks before it, but not where it started: a lookup that
+reads a header, then the record at the same place, is not one) also fetches, in the background, the next ``ahead``
 blocks of the object once at least half of them are missing, so each GET is large (an
 S3 GET costs a round trip; moto's even reads the whole object) and a backfill such as
 a Spark read finds the next blocks in memory, or on their way, when it gets there.  At
@@ -92,7 +92,9 @@ class BlockCache:
         with self._lock:
             got = [self._claim(obj, i, mine) for i in range(first, last + 1)]
             prev_start, prev_end = self._last_read.get(obj.key, (pos, pos))
-            sequential = prev_start < pos <= prev_end + bb  # moves on from the last read: a scan, not a lookup
+            # a scan (readers of several queues interleave, a little behind or ahead of each other), not a
+            # lookup (a first read, or a header read and then the record at the same place)
+            sequential = pos != prev_start and prev_start - ahead * bb <= pos <= prev_end + bb
             self._note_last(obj.key, pos, pos + size, sequential)
             if ahead and sequential:
                 self._read_ahead(obj, last + 1, min(len(obj.block_crcs), last + 1 + ahead), ahead)
