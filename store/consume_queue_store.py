@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .consume_queue import ConsumeQueue
+from .consume_queue import ConsumeQueue, RemoteUnits
 from .dispatch import DispatchBatch
 from .message import SysFlag
 from .quarantine import DAMAGED_TAG, QuarantinedRecord
