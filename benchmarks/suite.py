@@ -35,7 +35,8 @@ __all__ = ["ALL_AREAS", "AREAS", "OPT_IN_AREAS", "SPECS", "BenchSpec", "Benchmar
            "bench_command_line", "run_suite", "specs_for"]
 
 AREAS = ("store", "broker", "spark", "mirror")  # the default run: Python, Spark and redis-server only
-OPT_IN_AREAS = ("kafka", "failover")  # only when named in --only: Java and Maven; 20 SIGKILLs (~10 min)
+OPT_IN_AREAS = ("kafka", "failover", "tiered")  # only when named in --only: Java and Maven; 20 SIGKILLs (~10 min);
+# 1 GB written, uploaded to moto's S3 and read back twice through Spark (minutes)
 ALL_AREAS = AREAS + OPT_IN_AREAS
 
 
@@ -78,6 +79,8 @@ SPECS: tuple[BenchSpec, ...] = (
     # Failover (issue 31): SIGKILL of a controller-mode master -> first SEND_OK; NameServer restarts under load.
     BenchSpec("failover", "failover", "benchmarks.bench_failover", ("--kills", "20", "--ns-restarts", "3"),
               ("--kills", "1", "--replicas", "2", "--ns-restarts", "1"), 1800, 180),
+    # Tiered storage (issue 35): 1 GB read back through the Spark source from S3 (moto) vs from local segments.
+    BenchSpec("tiered", "tiered", "benchmarks.bench_tiered", ("--size", "1G"), ("--size", "64M"), 2400, 600),
     # Message model (issue 13): POP + ack next to a plain pull of the same messages; timers with 1M pending.
     BenchSpec("broker", "producer", "benchmarks.bench_producer", ("--rows", "1000000", "--seconds", "5"),
               ("--rows", "50000", "--seconds", "1"), 300, 120),  # the asynchronous Producer (issue 34)

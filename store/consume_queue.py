@@ -21,13 +21,14 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 
-__all__ = ["ConsumeQueue", "UNIT_DTYPE", "UNIT_SIZE"]
+__all__ = ["UNIT_DTYPE", "UNIT_SIZE", "ConsumeQueue", "RemoteUnits"]
 
 _log = logging.getLogger(__name__)
 
@@ -42,13 +43,24 @@ def _dead_units(count: int) -> np.ndarray:
     return units
 
 
+class RemoteUnits(Protocol):
+    """Units of tiered CommitLog segments whose local ConsumeQueue files are gone (``store.tiered.RemoteQueues``)."""
+
+    def low(self, topic: str, queue_id: int) -> int | None: ...
+
+    def read(self, topic: str, queue_id: int, offset: int, count: int) -> bytes: ...
+
+
 class ConsumeQueue:
-    def __init__(self, directory: Path, topic: str, queue_id: int, segment_units: int) -> None:
+    def __init__(self, directory: Path, topic: str, queue_id: int, segment_units: int,
+                 remote: RemoteUnits | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.directory = directory
         self.files = MappedFileQueue(directory, segment_units * UNIT_SIZE)
+        self.remote = remote
         self._min_logical = 0  # first unit whose message still exists
+        self._floor = 0  # the same below the local files (remote units): raised by correct_min_offset
         self._lock = threading.Lock()
 
     # -- offsets ---------------------------------------------------------
@@ -57,7 +69,9 @@ class ConsumeQueue:
         return self.files.max_offset() // UNIT_SIZE
 
     def min_offset(self) -> int:
-        return max(self._min_logical, self.files.min_offset() // UNIT_SIZE)
+        local = max(self._min_logical, self.files.min_offset() // UNIT_SIZE)
+        low = self.remote.low(self.topic, self.queue_id) if self.remote is not None else None
+        return local if low is None or low >= local else max(low, self._floor)
 
     def max_phy_end(self) -> int:
         """CommitLog offset just past the last message this queue indexes."""
@@ -117,7 +131,8 @@ class ConsumeQueue:
         byte_off = offset * UNIT_SIZE
         seg = self.files.find(byte_off)
         if seg is None:
-            return np.empty(0, UNIT_DTYPE)
+            raw = self.remote.read(self.topic, self.queue_id, offset, end - offset) if self.remote else b""
+            return np.frombuffer(raw, UNIT_DTYPE)
         pos = byte_off - seg.start_offset
         size = min((end - offset) * UNIT_SIZE, seg.wrote - pos)
         try:
@@ -176,7 +191,7 @@ class ConsumeQueue:
                 hi = mid
             else:
                 lo = mid + 1
-        self._min_logical = lo
+        self._min_logical = self._floor = lo
         self.files.delete_before(lo * UNIT_SIZE)
 
     def flush(self) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .consume_queue import ConsumeQueue
+from .consume_queue import ConsumeQueue, RemoteUnits
 from .dispatch import DispatchBatch
 from .message import SysFlag
 from .quarantine import DAMAGED_TAG, QuarantinedRecord
@@ -44,6 +44,7 @@ class ConsumeQueueStore:
         self.tag_code_hooks: dict[str, Callable[[DispatchBatch, np.ndarray], np.ndarray]] = {}
         # quarantined records whose header did not name their queue: they fill the gap they leave in it
         self._orphans: list[QuarantinedRecord] = []
+        self.remote: RemoteUnits | None = None  # units of tiered segments (store.tiered), set before the start
 
     def load_and_recover(self, commitlog_max: int) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -52,7 +53,7 @@ class ConsumeQueueStore:
                 continue
             for qdir in sorted(topic_dir.iterdir()):
                 if qdir.name.isdigit():
-                    cq = ConsumeQueue(qdir, topic_dir.name, int(qdir.name), self.segment_units)
+                    cq = ConsumeQueue(qdir, topic_dir.name, int(qdir.name), self.segment_units, self.remote)
                     cq.recover(commitlog_max)
                     self._queues[(topic_dir.name, int(qdir.name))] = cq
 
@@ -69,7 +70,8 @@ class ConsumeQueueStore:
             with self._lock:
                 cq = self._queues.get(key)
                 if cq is None:
-                    cq = ConsumeQueue(self.root / topic / str(queue_id), topic, queue_id, self.segment_units)
+                    cq = ConsumeQueue(self.root / topic / str(queue_id), topic, queue_id, self.segment_units,
+                                      self.remote)
                     cq.files.load()
                     self._queues = {**self._queues, key: cq}
         return cq

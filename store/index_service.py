@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from .dispatch import DispatchBatch
 from .errors import CorruptRecordError, StoreClosedError
 from .index_file import IndexFile
 
-__all__ = ["IndexService", "key_hash"]
+__all__ = ["IndexService", "RemoteKeys", "key_hash"]
 
 _log = logging.getLogger(__name__)
 _HASH_MASK = 0x7FFFFFFF
@@ -45,6 +46,14 @@ _TOPIC_CACHE_LIMIT = 100_000
 def key_hash(topic: str, key: str) -> int:
     """Stable non-negative 31-bit hash of an index key."""
     return crc32(f"{topic}#{key}".encode("utf-8", "surrogatepass")) & _HASH_MASK
+
+
+class RemoteKeys(Protocol):
+    """IndexFiles of tiered CommitLog segments (``store.tiered.RemoteIndex``): ``skip`` names (by begin offset)
+    the files already read locally."""
+
+    def query(self, key_hash: int, begin_ms: int, end_ms: int, max_count: int, seen: set[int],
+              skip: set[int]) -> list[int]: ...
 
 
 class IndexService:
@@ -60,6 +69,7 @@ class IndexService:
         self._lock = threading.Lock()
         self._closed = False
         self._topic_crc: dict[str, int] = {}
+        self.remote: RemoteKeys | None = None  # set by tiered storage before the store starts
 
     # ------------------------------------------------------------ lifecycle
     def load(self) -> None:
@@ -187,15 +197,20 @@ class IndexService:
         wanted = key_hash(topic, key)
         seen: set[int] = set()
         out: list[int] = []
+        local: set[int] = set()
         for index_file in reversed(self._files):
             if len(out) >= max_count:
                 break
             if index_file.end_timestamp < begin_ms - 999 or index_file.begin_timestamp > end_ms:
+                local.add(index_file.begin_phy_offset)
                 continue
             try:
                 out += index_file.query(wanted, begin_ms, end_ms, max_count - len(out), seen)
+                local.add(index_file.begin_phy_offset)
             except StoreClosedError:
-                continue  # deleted by retention while we looked
+                continue  # deleted by retention (or moved to the object store) while we looked
+        if self.remote is not None and len(out) < max_count:
+            out += self.remote.query(wanted, begin_ms, end_ms, max_count - len(out), seen, local)
         return out
 
     def max_phy_offset(self) -> int:

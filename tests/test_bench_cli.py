@@ -131,7 +131,7 @@ def test_bad_options_fail_before_anything_runs(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
         ("error: --only 'store,kafak': unknown benchmark 'kafak'; "
-         "choose from store,broker,spark,mirror (the default) and kafka,failover (opt-in)")]
+         "choose from store,broker,spark,mirror (the default) and kafka,failover,tiered (opt-in)")]
     plain = tmp_path / "NOTES.md"
     plain.write_text("no markers here\n")
     out = _bench(["--only", "store", "--docs", str(plain)], tmp_path, timeout_s=60)

@@ -5,6 +5,7 @@
     sparkmq bench --docs docs/benchmarks.md         # also rewrite the page's generated block
     sparkmq bench --only kafka                      # opt-in: next to a real Kafka broker (needs Java, Maven)
     sparkmq bench --only failover                   # opt-in: 20 SIGKILLs of a controller-mode master (~10 min)
+    sparkmq bench --only tiered                     # opt-in: 1 GB read back from S3 (moto) vs local, via Spark
 
 Progress goes to stderr, the markdown table to stdout.  Each benchmark runs in
 its own subprocess (``benchmarks/suite.py``); a failure is one ``error:`` line
@@ -93,7 +94,7 @@ def _block(rows: list[Row], results: dict[str, Any]) -> str:
 def bench_command(
     only: Annotated[str, typer.Option(
         help="Comma list of store, broker, spark, mirror; kafka (a real Kafka broker: Java, Maven) is opt-in; "
-             "so is failover (20 master kills, ~10 min)."
+             "so are failover (20 master kills, ~10 min) and tiered (1 GB read back from moto's S3)."
     )] = ",".join(AREAS),
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes: about a minute for store,broker.")] = False,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the JSON results.")] = Path(

@@ -43,6 +43,12 @@ class TieredConfig:
         default=1 << 20,
         metadata={"doc": "Unit of remote reads and of the per-block CRCs the manifest keeps, 1 MiB."},
     )
+    readahead_blocks: int = field(
+        default=64,
+        metadata={"doc": "A sequential reader of a remote segment (a Spark backfill, a slave catching up) has "
+                         "this many of the next blocks fetched in the background, in GETs of at least half as "
+                         "many; 0 = off."},
+    )
     interval_s: float = field(
         default=5.0,
         metadata={"doc": "How often (seconds) the uploader looks for segments to upload or expire; a failed "
@@ -53,9 +59,10 @@ class TieredConfig:
         if self.block_bytes < 4096 or self.cache_max_bytes < self.block_bytes:
             raise ValueError(f"[tiered] block_bytes must be at least 4096 and cache_max_bytes at least block_bytes "
                              f"(got {self.block_bytes} and {self.cache_max_bytes})")
-        if min(self.local_retention_s, self.retention_s, self.local_max_bytes) < 0 or self.interval_s <= 0:
-            raise ValueError("[tiered] local_retention_s, retention_s and local_max_bytes must be >= 0, "
-                             "interval_s > 0")
+        if min(self.local_retention_s, self.retention_s, self.local_max_bytes, self.readahead_blocks) < 0 \
+                or self.interval_s <= 0:
+            raise ValueError("[tiered] local_retention_s, retention_s, local_max_bytes and readahead_blocks must "
+                             "be >= 0, interval_s > 0")
 
     @property
     def enabled(self) -> bool:

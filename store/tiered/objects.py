@@ -14,7 +14,7 @@ from typing import Any
 from obstore.exceptions import BaseError
 from obstore.store import LocalStore, from_url
 
-__all__ = ["open_store", "ObjectStore", "OBJECT_ERRORS"]
+__all__ = ["OBJECT_ERRORS", "ObjectStore", "open_store"]
 
 OBJECT_ERRORS = (BaseError, OSError)  # what obstore raises (a missing object is a FileNotFoundError)
 ObjectStore = Any  # an obstore store (S3Store, LocalStore, ...): obstore's functions take any of them

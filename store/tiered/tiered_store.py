@@ -4,10 +4,13 @@
 
     store root/tiered/manifest.json        what is remote (see manifest.py)
     <uri>/commitlog/<20-digit start>       one object per uploaded segment
+    <uri>/consumequeue/<20-digit start>    its ConsumeQueue units (logics.py)
+    <uri>/index/<20-digit begin>           IndexFiles wholly in the remote log
     <uri>/manifest.json                    a copy of the manifest, for operators
 
-Created before the store starts, it hands the CommitLog its remote segments (so recovery
-and every read see the whole log) and keeps the store's own retention from deleting a
+Created before the store starts, it hands the CommitLog its remote segments, the
+ConsumeQueues their remote units and the IndexService its remote files (so recovery and
+every read see the whole log) and keeps the store's own retention from deleting a
 segment that is not uploaded yet.  ``start()``/``stop()`` run the uploader.
 """
 
@@ -19,9 +22,10 @@ from collections.abc import Callable
 from ..message_store import MessageStore
 from .cache import BlockCache
 from .config import TieredConfig
+from .logics import Logics
 from .manifest import Manifest
 from .objects import open_store
-from .remote_reader import RemoteLog
+from .remote_reader import RemoteIndex, RemoteLog, RemoteQueues
 from .uploader import UploaderService
 
 __all__ = ["TieredStorage"]
@@ -33,18 +37,27 @@ class TieredStorage:
         self.objects = open_store(config.uri)
         self.manifest = Manifest(store.config.root / "tiered" / "manifest.json")
         self.cache = BlockCache(self.objects, config.cache_max_bytes)
-        self.remote = RemoteLog(self.manifest, self.cache)
+        self.remote = RemoteLog(self.manifest, self.cache, config.readahead_blocks)
         store.commitlog.remote = self.remote
+        self.remote_queues = RemoteQueues(self.manifest, self.cache, config.readahead_blocks)
+        store.queues.remote = self.remote_queues
+        store.index.remote = RemoteIndex(self.manifest, self.cache)
         store.limit_retention(self._uploaded_end)
         self._holds: list[Callable[[], int]] = []
         self.uploader = UploaderService(config, store.commitlog.queue, self.objects, self.manifest, self.cache,
-                                        self._safe_end, self._after_expire)
+                                        self._safe_end, self._after_expire, self._logics)
+        self.logics = self.uploader.logics
+
+    def _logics(self, uploader: UploaderService) -> Logics:
+        return Logics(self._store.queues, self._store.index, self.manifest, uploader.put_verified,
+                      self.config.block_bytes, self.remote_queues)
 
     def start(self) -> None:
         self.uploader.start()
 
     def stop(self) -> None:
         self.uploader.stop()
+        self.cache.close()
 
     def hold_below(self, offset: Callable[[], int]) -> None:
         """Move no segment reaching past ``offset()`` (a reader of the local files, such as the mirror
@@ -87,4 +100,5 @@ class TieredStorage:
             "failed_uploads": up.failed_uploads, "expired_segments": up.expired_segments,
             "last_error": up.last_error, "cache_hits": cache.hits, "cache_misses": cache.misses,
             "cache_bytes": cache.cached_bytes, "remote_read_bytes": cache.fetched_bytes,
+            "readahead_blocks": cache.prefetched_blocks, "remote_index_files": len(self.manifest.indexes()),
         }

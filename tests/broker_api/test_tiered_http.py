@@ -19,7 +19,9 @@ def _env(s3: S3Server, uri: str, endpoint: str | None = None) -> dict[str, str]:
     env = {**s3.env(), "SPARKMQ_TIERED__URI": uri, "SPARKMQ_TIERED__LOCAL_RETENTION_S": "0",
            "SPARKMQ_TIERED__INTERVAL_S": "0.2", "SPARKMQ_TIERED__BLOCK_BYTES": str(16 << 10),
            "SPARKMQ_TIERED__CACHE_MAX_BYTES": str(32 << 10), "SPARKMQ_TIERED__RETENTION_S": "0",
-           "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(64 << 10), "SPARKMQ_STORE__FLUSH_MODE": "sync"}
+           "SPARKMQ_STORE__COMMITLOG_SEGMENT_BYTES": str(64 << 10), "SPARKMQ_STORE__FLUSH_MODE": "sync",
+           # small ConsumeQueue and index files, so the old ones move to S3 as well
+           "SPARKMQ_STORE__CONSUMEQUEUE_SEGMENT_UNITS": "40", "SPARKMQ_STORE__INDEX_ENTRIES": "64"}
     if endpoint:
         env["AWS_ENDPOINT_URL"] = endpoint
     return env
@@ -59,6 +61,15 @@ def _wait_tiered(c: httpx.Client, remote_at_least: int, timeout_s: float = 30.0)
         time.sleep(0.1)
 
 
+def _wait(done: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_broker_serves_remote_segments_over_http(fast_broker: Callable[..., Any], s3_server: S3Server) -> None:
     bucket = s3_server.new_bucket()
     b = fast_broker(_env(s3_server, f"s3://{bucket}/b1"))
@@ -66,10 +77,16 @@ def test_broker_serves_remote_segments_over_http(fast_broker: Callable[..., Any]
         sent = _produce(c)
         tiered = _wait_tiered(c, 4)
         assert tiered["local_segments"] == 1 and tiered["remote_bytes"] >= 4 * (64 << 10), tiered
+        store = b.data_dir / "store"
+        assert _wait(lambda: min(p.name for p in (store / "consumequeue" / _TOPIC / "0").iterdir()) > "0" * 20
+                     and len(list((store / "index").iterdir())) < 300 // 63)  # the old queue and index files: S3
         assert _read_all(c) == [(r["queue_offset"], r["body"]) for r in sent]  # 90 % remote, byte for byte
-        assert c.get(f"/v1/messages/{sent[0]['msg_id']}").json()["body"] == sent[0]["body"]
+        first = c.get(f"/v1/messages/{sent[0]['msg_id']}").json()
+        assert first["body"] == sent[0]["body"]
         hits = c.get(f"/v1/topics/{_TOPIC}/messages", params={"key": "k7"}).json()["messages"]
         assert [m["body"] for m in hits] == [sent[7]["body"]]
+        at = c.get(f"/v1/topics/{_TOPIC}/queues/0/offset", params={"timestamp_ms": first["store_timestamp"]})
+        assert at.json()["offset"] == 0
         metrics = c.get("/metrics").text
         assert "sparkmq_tiered_remote_bytes" in metrics and "sparkmq_tiered_cache_hits" in metrics
         seg = json.loads((b.data_dir / "store" / "tiered" / "manifest.json").read_text())["segments"][1]

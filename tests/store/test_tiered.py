@@ -31,8 +31,9 @@ def aws_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
 def open_tiered(tmp_path: Path) -> Iterator[Opener]:
     opened: list[tuple[MessageStore, TieredStorage]] = []
 
-    def _open(uri: str, root: Path | None = None, **tiered: object) -> tuple[MessageStore, TieredStorage]:
-        store = MessageStore(small_config(root or tmp_path / "store"))
+    def _open(uri: str, root: Path | None = None, store_conf: dict[str, object] | None = None,
+              **tiered: object) -> tuple[MessageStore, TieredStorage]:
+        store = MessageStore(small_config(root or tmp_path / "store", **(store_conf or {})))
         conf = dict(uri=uri, local_retention_s=0.0, interval_s=3600.0, block_bytes=16 << 10, retention_s=0.0)
         tier = TieredStorage(store, TieredConfig(**{**conf, **tiered}))  # type: ignore[arg-type]
         store.start()
@@ -117,7 +118,7 @@ def test_damaged_or_missing_object_is_an_error_not_wrong_bytes(aws_env: S3Server
     body = bytearray(s3.get_object(Bucket=bucket, Key=f"d/{key}")["Body"].read())
     body[100] ^= 0xFF  # one flipped byte in the first record's header area
     s3.put_object(Bucket=bucket, Key=f"d/{key}", Body=bytes(body))
-    tier.cache.forget(0)
+    tier.cache.forget(key)
     with pytest.raises(RemoteReadError, match="damaged"):
         store.get_message(ids[0])
     with pytest.raises(RemoteReadError):
@@ -137,6 +138,7 @@ def test_retention_deletes_remote_objects(aws_env: S3Server, open_tiered: Opener
     assert tier.manifest.segments() == remote
     tier.uploader.run_once(now=remote[-1].newest_ms / 1000 + 3601)
     assert tier.manifest.segments() == [] and aws_env.keys(bucket, "r/commitlog/") == []
+    assert aws_env.keys(bucket, "r/consumequeue/") == [] and aws_env.keys(bucket, "r/index/") == []
     low = store.commitlog.queue.min_offset()
     assert store.min_phy_offset() == low
     assert all(q >= 0 and p >= low for q, p, _ in _read_all(store))
@@ -219,3 +221,14 @@ def test_an_unreadable_manifest_stops_the_start_with_a_clear_error(tmp_path: Pat
     (tmp_path / "store" / "tiered" / "manifest.json").write_text('{"version": 1, "segm')
     with pytest.raises(StoreError, match="manifest .* is unreadable"):
         TieredStorage(store, TieredConfig(uri=str(tmp_path / "remote")))
+
+
+def test_a_lookup_by_id_reads_only_its_blocks(aws_env: S3Server, open_tiered: Opener) -> None:
+    store, tier = open_tiered(f"s3://{aws_env.new_bucket()}/l", block_bytes=4096, readahead_blocks=64)
+    ids = _fill(store)
+    tier.run_once()
+    mid = next(i for i in ids if 2 * 4096 <= int(i[16:], 16) - (64 << 10) < 3 * 4096 - 1100)  # segment 1, block 2
+    before = store.get_message(mid)
+    tier.cache.close()  # waits for any fetch started in the background
+    assert tier.cache.stats.fetched_bytes <= 2 * 4096 and tier.cache.stats.prefetched_blocks == 0
+    assert before.msg_id == mid
