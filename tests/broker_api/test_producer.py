@@ -104,8 +104,12 @@ def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any
         for _ in range(3):  # the fastest of three: a held batch is held every time, a slow machine not always
             time.sleep(0.05)  # every sender thread is idle
             started = time.monotonic()
-            p.send("linger", "alone").result(30)
+            future = p.send("linger", "alone")
+            future.result(30)
             waits.append(time.monotonic() - started)
+            stages = future.stages()
+            assert started <= stages["opened"] <= stages["taken"] <= stages["posted"] <= stages["answered"]
+            assert stages["taken"] - stages["opened"] >= linger * 0.99  # taken by a sender once due, not before
     assert min(waits) >= linger * 0.9  # the batch waited for more messages
     assert min(waits) < linger + 0.5, waits  # and went out when due
 
