@@ -22,7 +22,10 @@ Kafka broker on 127.0.0.1 and measures:
    streaming engine for both), the best later round is "warm";
 3. sink: the same in-memory rows (``value``, ``partition``) written by
    Spark's Kafka sink (at least once) vs ``writeStream.format("sparkmq")``
-   (exactly once), rounds and order as for the read.
+   (exactly once), rounds and order as for the read.  The rows come from a
+   Python data source, so one query of it into ``noop`` first starts the
+   Python workers both sinks need for their input: round 1 ("cold") is then
+   each sink's own first query, whichever goes first.
 
 Both brokers are stopped in ``finally``.  Ratios are sparkmq / Kafka.
 """
@@ -215,6 +218,9 @@ def bench_sink(rec: Recorder, spark: Any, kafka: KafkaBroker, url: str, rows: in
         return timed(source().writeStream.format("sparkmq").option("endpoint", url).option("topic", "sinkout")
                      .option("sinkId", f"bench-{r}"), f"sink-sparkmq-{r}")
 
+    rec.phase("warming the rows' source (a Python data source) with a noop-sink query")
+    wall, _busy, warmed = _available_now(source(), tmp, "sink-source-warm")
+    print(f"warm  toyarrow source -> noop : {warmed:>9,} rows; wall {wall:6.2f} s")
     runners = _ordered({"kafka": kafka_run, "sparkmq": sparkmq_run}, first)
     rates = alternate(rec, "sink", rounds, runners, rows)
     stored_k = kafka.end_offsets("sinkout", QUEUES)

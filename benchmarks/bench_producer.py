@@ -10,7 +10,8 @@ One broker on 127.0.0.1 (no Delta mirror), topic of 4 queues, 100-byte bodies:
    (Arrow IPC requests of 10,000 rows, one at a time) in the same run;
 2. latency: sends paced at ``--rate`` msg/s for ``--seconds`` with
    ``linger_ms=5``; send-to-ack time of every message (its callback), p50 and
-   p99 (goal: p99 <= 20 ms at 10k msg/s).
+   p99 (goal: p99 <= 20 ms at 10k msg/s), and the same split into stages
+   (send -> batch taken by a sender -> posted -> answered -> callback).
 
 Every figure carries the machine's load average (``os.getloadavg``) at its end.
 """
@@ -58,7 +59,10 @@ def producer_rate(url: str, topic: str, rows: int, **options: Any) -> float:
 
 
 def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms: float = 5.0) -> dict[str, float]:
-    """Sends paced at ``rate`` msg/s; send-to-ack milliseconds (p50, p99, max) and failures."""
+    """Sends paced at ``rate`` msg/s; send-to-ack milliseconds (p50, p99, max), failures, and the
+    p50/p99 of each stage (``SendFuture.stages``): send -> batch taken by a sender (linger, or a
+    wait behind its queue's request in flight), taken -> posted (Arrow built), posted -> answered
+    (the HTTP round trip), answered -> callback."""
     body = b"v" * VALUE
     n = int(rate * seconds)
     sent_at = np.zeros(n)
@@ -67,24 +71,35 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
 
     def on_ack(i: int) -> Any:
         def done(_result: Any, error: BaseException | None) -> None:
-            acked_at[i] = time.perf_counter()
+            acked_at[i] = time.monotonic()
             if error is not None:
                 errors.append(error)
         return done
 
+    futures = []
     with Producer(url, linger_ms=linger_ms) as p:
         p.send(topic, body).result(60)
-        started = time.perf_counter()
+        started = time.monotonic()
         for i in range(n):
             due = started + i / rate
-            while (now := time.perf_counter()) < due:
+            while (now := time.monotonic()) < due:
                 time.sleep(min(0.001, due - now))
-            sent_at[i] = time.perf_counter()
-            p.send(topic, body, callback=on_ack(i))
+            sent_at[i] = time.monotonic()
+            futures.append(p.send(topic, body, callback=on_ack(i)))
         p.flush(60)
-    ms = (acked_at - sent_at) * 1000
-    return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "max_ms": float(ms.max()), "failed": len(errors), "achieved_rate": n / (time.perf_counter() - started)}
+    achieved = n / (time.monotonic() - started)
+    stages = np.array([[s["taken"], s["posted"], s["answered"]] for s in (f.stages() for f in futures)])
+    out = _percentiles("", (acked_at - sent_at) * 1000)
+    for name, ms in (("to_taken", stages[:, 0] - sent_at), ("to_posted", stages[:, 1] - stages[:, 0]),
+                     ("round_trip", stages[:, 2] - stages[:, 1]), ("to_callback", acked_at - stages[:, 2])):
+        out.update(_percentiles(name + "_", ms * 1000))
+    return {**out, "failed": len(errors), "achieved_rate": achieved,
+            "requests": len({id(f[0]) for f in futures})}
+
+
+def _percentiles(prefix: str, ms: np.ndarray) -> dict[str, float]:
+    return {f"{prefix}p50_ms": float(np.percentile(ms, 50)), f"{prefix}p99_ms": float(np.percentile(ms, 99)),
+            f"{prefix}max_ms": float(ms.max())}
 
 
 def main() -> None:
@@ -127,7 +142,9 @@ def run(rec: Recorder, url: str, args: argparse.Namespace) -> None:
     lat = producer_latency(url, "latency", args.rate, args.seconds)
     load = _load()
     print(f"send-to-ack at {lat['achieved_rate']:,.0f} msg/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
-          f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed ({load})")
+          f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed, {lat['requests']:,} requests ({load})")
+    for stage in ("to_taken", "to_posted", "round_trip", "to_callback"):
+        print(f"  {stage:<12}: p50 {lat[stage + '_p50_ms']:6.1f} ms, p99 {lat[stage + '_p99_ms']:6.1f} ms")
     rec.add(Measure("producer.latency_p99", f"Producer send-to-ack p99 at {args.rate:,} msg/s, linger_ms 5",
                     lat["p99_ms"], "ms", targets=(Target("<=", 20.0),), details={**lat, "load": load}))
 

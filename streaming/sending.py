@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
 from .client import BrokerClient
@@ -275,6 +274,8 @@ def produce_tables(batch: pa.RecordBatch, topic: str | None) -> dict[str, pa.Tab
     if topic is not None or "topic" not in batch.schema.names:
         assert topic is not None
         return {topic: _produce_table(batch)}
+    import pyarrow.compute as pc  # only for a topic column: its import costs a Python worker ~0.2 s
+
     topics = batch.column("topic")
     if topics.null_count:
         raise SparkMQError("a row has a null 'topic' and there is no 'topic' option")

@@ -1,4 +1,9 @@
-"""The ``sparkmq`` data source class and its one-call registration."""
+"""The ``sparkmq`` data source class and its one-call registration.
+
+The reader side (and ``pyarrow.compute``) is imported when a reader or the
+schema is asked for: a Python worker that plans or commits a sink loads the
+writer side only.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,6 @@ from pyspark.sql.datasource import (
 
 from .errors import OptionError
 from .options import parse_columns, parse_reader, parse_writer
-from .reader import SparkMQBatchReader, SparkMQStreamReader
-from .schema import spark_schema
 from .writer import (
     SparkMQBatchWriter,
     SparkMQStreamWriter,
@@ -34,12 +37,18 @@ class SparkMQDataSource(DataSource):
         return "sparkmq"
 
     def schema(self) -> Any:
+        from .schema import spark_schema
+
         return spark_schema(parse_columns(self.options))
 
     def reader(self, schema: Any) -> DataSourceReader:
+        from .reader import SparkMQBatchReader
+
         return SparkMQBatchReader(parse_reader(self.options, batch=True))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        from .reader import SparkMQStreamReader
+
         return SparkMQStreamReader(parse_reader(self.options, batch=False))
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:

@@ -85,7 +85,10 @@ class Producer:
             qkey = self._placer.place(topic, key, queue_id)
         except BrokerError as exc:
             return failed_future((topic, "", queue_id), exc, callback)
-        return self._acc.append(qkey, data, key, tags, dict(properties) if properties else None, callback)
+        future = self._acc.append(qkey, data, key, tags, dict(properties) if properties else None, callback)
+        if not qkey[1]:  # a free message: the next ones follow it until its batch closes
+            self._placer.filled(topic, future[0])
+        return future
 
     def flush(self, timeout: float | None = None) -> int:
         """Send every buffered message now and wait for all outcomes; returns how many are still unknown (0 = done)."""

@@ -74,6 +74,7 @@ class Batch:
         self.not_before = 0.0  # a retry waits until then
         self.first_failure: float | None = None
         self.moves = 0
+        self.taken = self.posted = self.answered = 0.0  # time.monotonic(): a sender took it, sent it, got the answer
         self.results: list[SendResult] | None = None
         self.error: BrokerError | None = None
         self.done = threading.Event()
@@ -171,6 +172,12 @@ class SendFuture(tuple[Batch, int]):
             raise self._batch.error
         assert self._batch.results is not None
         return self._batch.results[self._index]
+
+    def stages(self) -> dict[str, float]:
+        """When (``time.monotonic()``) the message's batch was opened, taken by a sender, posted and
+        answered (0.0: not yet); what a latency benchmark splits send-to-ack time with."""
+        b = self._batch
+        return {"opened": b.created, "taken": b.taken, "posted": b.posted, "answered": b.answered}
 
     def exception(self, timeout: float | None = None) -> BrokerError | None:
         try:

@@ -4,13 +4,20 @@ The same rules as :meth:`SparkMQClient.produce` (client/sender.py, client/placem
 
     keyed message      -> the known slots[crc32(key) % len]  fixed: waits for its broker, never moves silently
     explicit queue_id  -> the first broker name that has that queue   fixed
-    neither            -> round robin over the slots of healthy masters   free: may move on a refusal
+    neither            -> one slot of a healthy master at a time (sticky), the next one in round
+                          robin once its batch has closed                  free: may move on a refusal
 
 With one broker (``endpoint=``) the slots are its queues, read once per topic
 (``GET /v1/topics/{topic}``); a topic the broker does not know yet is left to
 the broker (queue None: it creates the topic if allowed and places the
 messages itself), and asked again for later batches.  Routes are looked up
 through the client's cache (``route_ttl_s``), so a send costs a dict lookup.
+
+Free messages stick to one slot until the batch they fill closes (full, or
+taken by a sender after ``linger_ms``), as Kafka's sticky partitioner does: at
+a given rate that makes one request per linger period instead of one per
+queue, so the broker's fixed cost per request is paid once per period and a
+batch is rarely held behind its queue's request in flight.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from ..errors import BrokerError, TopicNotFoundError
 from .core import SparkMQClient
 from .placement import Slot
+from .producer_batch import Batch
 from .producer_sender import QueueKey
 
 __all__ = ["Placer"]
@@ -40,6 +48,8 @@ class _Known:
     expires: float
     by_queue: dict[int, QueueKey] = field(default_factory=dict)  # explicit queue id -> its queue key
     keys_live: list[QueueKey] = field(default_factory=list)
+    sticky: int = 0  # index into keys_live of the slot free messages fill now
+    filling: Batch | None = None  # the batch they fill (a closed one moves them on)
 
     def __post_init__(self) -> None:
         for broker, qid in sorted(self.all_slots, reverse=True):  # the first broker name owning the queue wins
@@ -71,8 +81,17 @@ class Placer:
             placed = known.by_queue.get(queue_id)
             return placed or ((topic, self._unplaced(topic), queue_id), True)
         if known.keys_live and self._client.faults.empty():
-            return known.keys_live[next(self._rr) % len(known.keys_live)]
+            filling = known.filling
+            if filling is not None and not filling.open:
+                known.sticky, known.filling = next(self._rr) % len(known.keys_live), None
+            return known.keys_live[known.sticky]
         return self.free(topic, frozenset())
+
+    def filled(self, topic: str, batch: Batch) -> None:
+        """A free message of ``topic`` went into ``batch``: later ones follow it until it closes."""
+        known = self._topics.get(topic)
+        if known is not None and known.keys_live and batch.key == known.keys_live[known.sticky][0]:
+            known.filling = batch
 
     def free(self, topic: str, exclude: frozenset[str]) -> QueueKey:
         """A round-robin slot for a message without key or queue, avoiding ``exclude`` and brokers in back-off."""

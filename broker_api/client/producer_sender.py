@@ -222,7 +222,7 @@ class Accumulator:
             batch = q.popleft()
             if not q:
                 del self._queues[key]
-            batch.open, batch.sending = False, True
+            batch.open, batch.sending, batch.taken = False, True, now
             self._in_flight.add(key)
             self._per_broker[broker] = self._per_broker.get(broker, 0) + 1
             return batch
@@ -250,8 +250,11 @@ class Accumulator:
             if url is None:
                 raise BrokerUnreachableError(f"the NameServers route no master for broker {broker!r}", broker=broker)
             params = {"answer": "full" if self.limits.msg_ids or qid is None else "summary"}
-            answer = self._t.call("POST", f"{url}/v1/topics/{topic}/messages", broker, content=batch.arrow(),
+            body = batch.arrow()
+            batch.posted = time.monotonic()
+            answer = self._t.call("POST", f"{url}/v1/topics/{topic}/messages", broker, content=body,
                                   headers={"Content-Type": ARROW_STREAM}, params=params)
+            batch.answered = time.monotonic()
             results = batch.results_from(broker, answer)  # type: ignore[arg-type]
         except BrokerError as exc:
             self._failed(batch, url, exc)

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 from broker_api.client import (
@@ -64,13 +65,53 @@ def test_keyed_and_free_messages_land_where_the_client_puts_them(quick: Any) -> 
         with Producer(quick.url) as p:
             futures = [p.send("keyed", "y", key=k, tags="t", callback=lambda r, e: done.append((r, e)))
                        for k in keys]
-            free = [p.send("keyed", b"\x00\xff binary") for _ in range(16)]
             p.flush(30)
         assert [f.result().queue_id for f in futures] == expected
         assert len(done) == 40 and all(e is None for _, e in done)
-        assert {f.result().queue_id for f in free} == set(range(8))  # round robin over every queue
         page = c.pull("keyed", expected[0], futures[0].result().queue_offset, max_messages=1)
         assert page.messages[0]["keys"] == ["order-0"] and page.messages[0]["tags"] == "t"
+
+
+def _ok_requests(url: str) -> int:
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith('sparkmq_produce_requests_total{outcome="ok"}'):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def test_free_messages_fill_one_queue_per_batch_then_move_to_the_next(quick: Any) -> None:
+    with SparkMQClient(quick.url) as c:
+        c.create_topic("sticky", queues=8)
+    with Producer(quick.url, linger_ms=60_000) as p:  # only flush closes a batch
+        p.send("sticky", "warm")
+        assert p.flush(30) == 0
+        before = _ok_requests(quick.url)
+        rounds = []
+        for _ in range(8):
+            futures = [p.send("sticky", b"\x00\xff binary") for _ in range(25)]
+            assert p.flush(30) == 0
+            rounds.append({f.result(0).queue_id for f in futures})
+    assert _ok_requests(quick.url) - before == 8  # one request per batch, not one per queue
+    assert all(len(r) == 1 for r in rounds)  # a batch fills one queue
+    assert set().union(*rounds) == set(range(8))  # batches go round robin over every queue
+
+
+def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any) -> None:
+    linger = 0.25  # long next to a round trip; a sender that misses its wake-up holds a batch for 1 s or more
+    waits = []
+    with Producer(quick.url, linger_ms=linger * 1000) as p:
+        p.send("linger", "warm").result(30)
+        for _ in range(3):  # the fastest of three: a held batch is held every time, a slow machine not always
+            time.sleep(0.05)  # every sender thread is idle
+            started = time.monotonic()
+            future = p.send("linger", "alone")
+            future.result(30)
+            waits.append(time.monotonic() - started)
+            stages = future.stages()
+            assert started <= stages["opened"] <= stages["taken"] <= stages["posted"] <= stages["answered"]
+            assert stages["taken"] - stages["opened"] >= linger * 0.99  # taken by a sender once due, not before
+    assert min(waits) >= linger * 0.9  # the batch waited for more messages
+    assert min(waits) < linger + 0.5, waits  # and went out when due
 
 
 def test_msg_ids_and_properties_take_the_per_message_answer(quick: Any) -> None:
