@@ -48,7 +48,8 @@ class Record:
 
 @dataclass(slots=True)
 class Batch:
-    """One decoded batch: the fields the broker acts on, and its records."""
+    """One checked batch: the fields the broker acts on, and its uncompressed records' bytes
+    (read as :class:`Record` objects by ``records``, or by columns: record_columns.py)."""
 
     attributes: int
     last_offset_delta: int
@@ -57,7 +58,13 @@ class Batch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    records: list[Record]
+    count: int
+    body: bytes
+
+    @property
+    def records(self) -> list[Record]:
+        """The records, one object each; KafkaProtocolError when they are truncated or garbled."""
+        return _decode_records(self.body, self.count, self.base_timestamp)
 
     @property
     def transactional(self) -> bool:
@@ -69,7 +76,8 @@ class Batch:
 
 
 def decode_batches(data: bytes) -> list[Batch]:
-    """Every batch in a produce request's records field; KafkaProtocolError on a bad one."""
+    """Every batch in a produce request's records field, its CRC-32C checked and its records
+    decompressed (not yet decoded); KafkaProtocolError on a bad one."""
     out, pos = [], 0
     view = memoryview(data)
     while pos < len(data):
@@ -84,8 +92,7 @@ def decode_batches(data: bytes) -> list[Batch]:
         if crc32c.crc32c(view[pos + _CRC_FROM:end]) != f[4]:
             raise KafkaProtocolError("record batch CRC-32C does not match (CORRUPT_MESSAGE)")
         body = _decompress(f[5] & 0x7, bytes(view[pos + HEADER.size:end]))
-        records = _decode_records(body, f[12], f[7])
-        out.append(Batch(f[5], f[6], f[7], f[8], f[9], f[10], f[11], records))
+        out.append(Batch(f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], body))
         pos = end
     return out
 
