@@ -5,6 +5,10 @@ acks = 0 stores and answers nothing (as Kafka); acks = 1 answers once the store 
 (a slave holds it). A batch from an idempotent producer (producer id >= 0) must carry the next
 sequence of its partition; a retried batch that was already stored is answered with its first
 offset and is not stored again (the last five batches per producer and partition are remembered).
+
+A batch whose records have no headers and either no keys or text keys is read by columns
+(record_columns.py) and handed to the store's column append with each record's own timestamp as
+its born time; other batches are stored one message per record (mapping.py).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import struct
 from dataclasses import replace
 from typing import Any
 
-from store import Message
+from store import Message, PutResult
+from store.columns import GroupRows
 from store.errors import DiskFullError, FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 
 from ..errors import BrokerBusyError, PermissionDeniedError, SlaveReadOnlyError
@@ -23,6 +28,7 @@ from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import to_message
 from .producer_state import SEQ_PROPERTY, recover, stamp
+from .record_columns import RecordColumns, decode_columns
 from .records import Batch, decode_batches
 
 __all__ = ["produce", "refuse_legacy_produce"]
@@ -30,6 +36,7 @@ __all__ = ["produce", "refuse_legacy_produce"]
 log = logging.getLogger(__name__)
 _REMEMBERED = 5
 _INT32_MAX = (1 << 31) - 1
+_INLINE_COLUMN_MESSAGES = 20_000  # a bigger column put runs on the write pool even with ASYNC flush
 _ERRORS: list[tuple[type[BaseException], ErrorCode]] = [
     (MessageTooLargeError, ErrorCode.message_too_large),
     (InvalidMessageError, ErrorCode.invalid_record),
@@ -82,6 +89,7 @@ async def _partition(ctx: KafkaContext, topic: str, index: int, records: bytes, 
     if not has_partition(ctx, topic, index):
         return _part(index, ErrorCode.unknown_topic_or_partition, f"topic {topic!r} has no partition {index}")
     try:
+        broker.replication.check_writable()
         broker.topics.for_produce(topic)
         batches = decode_batches(records)
         return await _store(ctx, topic, index, batches, acks)
@@ -106,12 +114,16 @@ async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch]
         if duplicate is not None:  # a retry of a stored batch: answered, not stored again
             first = duplicate if first < 0 else first
             continue
-        messages = [to_message(topic, index, r) for r in batch.records]
-        if batch.producer_id >= 0 and messages:
-            seq = stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                        batch.base_sequence + batch.last_offset_delta)
-            messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
-        base = await _put(ctx, messages, acks)
+        seq = None if batch.producer_id < 0 else stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                                        batch.base_sequence + batch.last_offset_delta)
+        cols = decode_columns(batch.body, batch.count, batch.base_timestamp)
+        if cols is not None:
+            base = await _put_columns(ctx, topic, index, cols, seq, acks)
+        else:
+            messages = [to_message(topic, index, r) for r in batch.records]
+            if seq is not None and messages:
+                messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
+            base = await _put(ctx, messages, acks)
         _remember(ctx, topic, index, batch, base)
         first = base if first < 0 else first
     lo, _ = broker.queue_range(topic, index)
@@ -132,6 +144,26 @@ async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> int:
         if status != "SEND_OK":
             raise _NotReplicated(status)
     return int(results[0].queue_offset)
+
+
+async def _put_columns(ctx: KafkaContext, topic: str, index: int, cols: RecordColumns, seq: str | None,
+                       acks: int) -> int:
+    """The batch's records by columns, the idempotent producer's stamp on the first; its first offset."""
+    broker = ctx.broker
+    rows = [GroupRows(cols.born, None if seq is None else {SEQ_PROPERTY: seq})]
+    flushed = True
+    try:
+        (res,) = await broker.gate.run(broker.store.put_column_groups, topic, [(index, cols.bodies, cols.keys)],
+                                       None, None, rows, offload=len(cols) > _INLINE_COLUMN_MESSAGES)
+    except FlushTimeoutError as exc:  # stored; fdatasync did not confirm it in time
+        (res,), flushed = exc.results, False
+    if acks == -1:
+        last = PutResult("", topic, index, res.first_queue_offset + len(res) - 1, int(res.phy_offsets[-1]),
+                         int(res.sizes[-1]), res.store_timestamp)
+        status = await broker.replication.confirm([last], flushed)
+        if status != "SEND_OK":
+            raise _NotReplicated(status)
+    return int(res.first_queue_offset)
 
 
 class _NotReplicated(BrokerBusyError):
