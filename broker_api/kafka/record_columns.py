@@ -28,6 +28,10 @@ __all__ = ["RecordColumns", "decode_columns"]
 
 _MAX_VARINT = 10
 _CONTINUATION = 0x80
+_PROBE = 256  # records compared at once for the length of the one before (doubled while they match)
+_SHORT_RUN = 4  # a run shorter than this: ...
+_STEP = 32  # ... the next this many records are walked one at a time
+_SEGMENTS = 8  # values gathered as strided runs when a run holds this many on average
 
 
 @dataclass(slots=True)
@@ -73,36 +77,58 @@ def decode_columns(body: bytes, count: int, base_ts: int) -> RecordColumns | Non
 
 
 def _record_spans(body: bytes, u8: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each record's fields start (after its length varint) and where it ends."""
-    length, size = _varints(u8, np.zeros(1, np.int64), np.array([len(body)], np.int64))
-    stride = int(length[0]) + int(size[0])
-    if stride * count == len(body) and int(length[0]) > 0:  # every record the same length?
-        heads = np.arange(count, dtype=np.int64) * stride
-        lengths, sizes = _varints(u8, heads, heads + stride)
-        if (lengths == lengths[0]).all() and (sizes == sizes[0]).all():
-            return heads + sizes, heads + stride
-    return _walk(body, count)
+    """Where each record's fields start (after its length varint) and where it ends.
+
+    A producer's records come in runs of one length (they differ when a delta needs one more varint
+    byte): each run is found by one numpy comparison of the next records' length bytes with the
+    first's. Where runs are short, the next records are walked one at a time."""
+    starts, ends = np.empty(count, np.int64), np.empty(count, np.int64)
+    i = pos = 0
+    probe = _PROBE
+    while i < count:
+        length, after = _length(body, pos)
+        size, stride = after - pos, after - pos + length
+        k = min(count - i, probe, (len(body) - pos) // stride)
+        if k < 1:
+            raise KafkaProtocolError(f"truncated or garbled record: record {i} passes the batch's end")
+        heads = pos + np.arange(k, dtype=np.int64) * stride
+        same = u8[heads] == body[pos]
+        for j in range(1, size):
+            same &= u8[heads + j] == body[pos + j]
+        m = k if same.all() else int(np.argmin(same))
+        starts[i:i + m], ends[i:i + m] = heads[:m] + size, heads[:m] + stride
+        i, pos = i + m, pos + m * stride
+        probe = probe * 2 if m == k else _PROBE
+        if m < _SHORT_RUN and i < count:
+            i, pos = _walk(body, i, min(count, i + _STEP), pos, starts, ends)
+    return starts, ends
 
 
-def _walk(body: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The record spans found one length varint at a time (records of several lengths)."""
-    starts, ends = [0] * count, [0] * count
-    pos, n = 0, len(body)
+def _length(body: bytes, pos: int) -> tuple[int, int]:
+    """The record length varint at ``pos`` and the position after it."""
     try:
-        for i in range(count):
-            b = body[pos]
-            if b < _CONTINUATION:
-                length, pos = (b >> 1) ^ -(b & 1), pos + 1
-            else:
-                length, pos = _one_varint(body, pos)
-            starts[i] = pos
-            pos += length
-            ends[i] = pos
-            if length < 0 or pos > n:
-                raise IndexError(f"record {i} of length {length} passes the batch's end")
+        b = body[pos]
+        length, after = ((b >> 1) ^ -(b & 1), pos + 1) if b < _CONTINUATION else _one_varint(body, pos)
     except IndexError as exc:
         raise KafkaProtocolError(f"truncated or garbled record: {exc}") from exc
-    return np.array(starts, np.int64), np.array(ends, np.int64)
+    if length < 0:
+        raise KafkaProtocolError(f"a record length of {length} bytes")
+    return length, after
+
+
+def _walk(body: bytes, i: int, stop: int, pos: int, starts: np.ndarray, ends: np.ndarray) -> tuple[int, int]:
+    """Records ``i:stop`` one length varint at a time; returns (stop, the position after them)."""
+    first, n = i, len(body)
+    found_starts, found_ends = [], []
+    for i in range(first, stop):
+        length, pos = _length(body, pos)
+        found_starts.append(pos)
+        pos += length
+        found_ends.append(pos)
+        if pos > n:
+            raise KafkaProtocolError(f"truncated or garbled record: record {i} passes the batch's end")
+    starts[first:stop], ends[first:stop] = found_starts, found_ends
+    return stop, pos
 
 
 def _one_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -137,16 +163,36 @@ def _varints(u8: np.ndarray, at: np.ndarray, limit: np.ndarray) -> tuple[np.ndar
 
 
 def _gather(u8: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The spans ``u8[at[i]:at[i] + lengths[i]]`` copied into one buffer, and their offsets."""
+    """The spans ``u8[at[i]:at[i] + lengths[i]]`` (increasing, disjoint) copied into one buffer,
+    and their offsets."""
     offsets = np.zeros(len(at) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if not total:
+    if not offsets[-1]:
         return np.zeros(0, np.uint8), offsets
     width = int(lengths[0])
-    if (lengths == width).all():  # one length: rows of a 2-D gather
-        return u8[at[:, None] + np.arange(width)].reshape(-1), offsets
-    return u8[np.arange(total) + np.repeat(at - offsets[:-1], lengths)], offsets
+    if (lengths == width).all():
+        rows = _strided_rows(u8, at, width)
+        if rows is not None:
+            return rows, offsets
+    edges = np.zeros(len(u8) + 1, np.int8)  # +1 where a span starts, -1 where it ends: a running sum marks them
+    edges[at] = 1
+    edges[at + lengths] -= 1
+    return u8[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)], offsets
+
+
+def _strided_rows(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray | None:
+    """Spans of one width as a few strided copies (one per run of spans at one distance from each
+    other), or None when the runs are too short for that to pay."""
+    gaps = np.diff(at)
+    cuts = np.flatnonzero(gaps[1:] != gaps[:-1]) + 2  # a run starts where the gap changes
+    if len(cuts) * _SEGMENTS > len(at):
+        return None
+    bounds = [0, *cuts.tolist(), len(at)]
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        step = int(gaps[lo]) if hi - lo > 1 else width
+        parts.append(np.lib.stride_tricks.as_strided(u8[int(at[lo]):], (hi - lo, width), (step, 1), writeable=False))
+    return np.concatenate(parts).reshape(-1)
 
 
 def _values(u8: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> PackedBodies:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,6 +63,26 @@ def test_equal_length_records_take_the_strided_path_and_read_back() -> None:
     assert cols is not None and cols.keys == [f"key{i:03d}" for i in range(500)]
     assert cols.bodies.matrix().shape == (500, 100)
     assert cols.born.tolist() == [_BASE_TS + i for i in range(500)]
+
+
+@pytest.mark.parametrize("shape", ["runs", "alternating", "random-lengths", "random-keys"])
+def test_long_batches_of_each_shape_read_back(shape: str) -> None:
+    # runs: records grow by a byte where a delta needs one more varint byte (64, 8192) - long runs
+    # of one length; alternating: every few records change length; random: no two alike
+    rng = random.Random(shape)
+    n = 9000 if shape == "runs" else 600
+    values = [b"v" * (100 + (i // 3) % 2 if shape == "alternating" else
+                      rng.randrange(0, 400) if shape.startswith("random") else 100) for i in range(n)]
+    keys = [str(rng.random()).encode() if shape == "random-keys" else None for _ in range(n)]
+    records = [(1, i * (7 if shape == "runs" else 1), keys[i], values[i]) for i in range(n)]
+    (batch,) = decode_batches(_batch(records))
+    cols = decode_columns(batch.body, batch.count, batch.base_timestamp)
+    one_by_one = batch.records
+    assert cols is not None
+    assert [bytes(v) for v in cols.bodies.views()] == [r.value for r in one_by_one] == values
+    assert cols.born.tolist() == [r.timestamp for r in one_by_one]
+    assert cols.offset_deltas.tolist() == [r.offset_delta for r in one_by_one]
+    assert cols.keys == (None if keys[0] is None else [k.decode() for k in keys])
 
 
 def test_records_with_headers_take_the_per_record_path() -> None:
