@@ -174,6 +174,8 @@ def _gather(u8: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> tuple[np.nda
         rows = _strided_rows(u8, at, width)
         if rows is not None:
             return rows, offsets
+    if offsets[-1] * 8 < len(u8):  # short spans (keys): an index per byte wanted
+        return u8[np.arange(offsets[-1]) + np.repeat(at - offsets[:-1], lengths)], offsets
     edges = np.zeros(len(u8) + 1, np.int8)  # +1 where a span starts, -1 where it ends: a running sum marks them
     edges[at] = 1
     edges[at + lengths] -= 1
