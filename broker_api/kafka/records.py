@@ -308,9 +308,11 @@ def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_
     at = at + 1
     _put_varints(out, at, vl, k_vl)
     at = at + k_vl
-    total = int(vlen.sum())
-    if total:
-        out[np.arange(total) + np.repeat(at - (bo[:-1] - bo[0]), vlen)] = bodies[bo[0]:bo[-1]]
+    if int(vlen.sum()):  # +1 where a body starts, -1 where it ends: the running sum marks the body bytes
+        edges = np.zeros(len(out) + 1, np.int8)
+        edges[at] = 1
+        edges[at + vlen] -= 1
+        out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = bodies[bo[0]:bo[-1]]
     body = out.tobytes()
     last = int(offsets[-1]) - base_offset
     head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, 0, last, base_ts, int(born.max()),

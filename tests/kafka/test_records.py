@@ -7,13 +7,14 @@ import struct
 
 import cramjam
 import crc32c
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.records.readers import read_batch
 
 from broker_api.kafka.codec import KafkaProtocolError
-from broker_api.kafka.records import HEADER, BatchWriter, decode_batches
+from broker_api.kafka.records import HEADER, BatchWriter, decode_batches, plain_batch
 
 _record = st.tuples(st.integers(0, 5000), st.integers(-(10 ** 6), 10 ** 9), st.none() | st.binary(max_size=40),
                     st.binary(max_size=300),
@@ -67,3 +68,17 @@ def test_a_flipped_bit_or_a_short_batch_is_refused() -> None:
         decode_batches(bytes(raw))
     with pytest.raises(KafkaProtocolError):
         decode_batches(bytes(raw[:40]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 40), st.lists(st.tuples(st.integers(1, 3000), st.integers(-(10 ** 6), 10 ** 9),
+                                                  st.binary(max_size=300)), min_size=1, max_size=40))
+def test_plain_batches_built_by_columns_equal_the_record_by_record_writer(base: int, rows: list[tuple]) -> None:
+    offsets = np.cumsum([base] + [gap for gap, _, _ in rows[1:]]).astype(np.int64)
+    born = np.array([1_700_000_000_000 + ts for _, ts, _ in rows], np.int64)
+    body_offsets = np.cumsum([0] + [len(b) for _, _, b in rows]).astype(np.int64)
+    bodies = np.frombuffer(b"".join(b for _, _, b in rows), np.uint8)
+    w = BatchWriter(int(offsets[0]), int(born[0]))
+    for offset, ts, (_, _, body) in zip(offsets.tolist(), born.tolist(), rows):
+        w.add(offset, ts, None, body, [])
+    assert plain_batch(offsets, born, bodies, body_offsets) == w.finish()
