@@ -102,7 +102,7 @@ def decode_request(frame: bytes | memoryview, session: dict[str, Any] | None = N
     """The request in ``frame`` (the bytes after the size prefix); KafkaProtocolError if it cannot be read."""
     key, version, _ = peek_header(frame)
     try:
-        cls = load_request_schema(key, version)
+        cls = _request_class(key, version)
     except KioIndexError as exc:
         raise KafkaProtocolError(f"no schema for api key {key} version {version}") from exc
     try:
@@ -111,6 +111,11 @@ def decode_request(frame: bytes | memoryview, session: dict[str, Any] | None = N
     except Exception as exc:  # kio raises plain errors on short or garbled input
         raise KafkaProtocolError(f"malformed request (api key {key} v{version}): {exc}") from exc
     return Request(key, version, header.correlation_id, header.client_id, body, {} if session is None else session)
+
+
+@functools.lru_cache(maxsize=None)
+def _request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
 
 
 @functools.lru_cache(maxsize=None)
