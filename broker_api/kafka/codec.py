@@ -198,6 +198,9 @@ def _non_null(target: Any) -> _Convert:
         if issubclass(target, datetime.timedelta):
             return lambda value: value if isinstance(value, datetime.timedelta) else \
                 datetime.timedelta(milliseconds=value)
+        if issubclass(target, datetime.datetime):  # epoch milliseconds
+            return lambda value: value if isinstance(value, datetime.datetime) else \
+                datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
         if issubclass(target, enum.Enum):
             return target
     return _same

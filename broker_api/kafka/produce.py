@@ -23,6 +23,7 @@ from store.columns import GroupRows
 from store.errors import DiskFullError, FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 
 from ..errors import BrokerBusyError, PermissionDeniedError, SlaveReadOnlyError
+from ..model.topics import LOG_APPEND_TIME
 from .codec import ErrorCode, KafkaProtocolError, Request, decode_request
 from .context import KafkaContext
 from .handlers import has_partition
@@ -79,8 +80,8 @@ def _answer(body: Any, parts: dict[tuple[str, int], dict[str, Any]]) -> dict[str
 
 
 def _part(index: int, error: ErrorCode | int = 0, message: str | None = None, base_offset: int = -1,
-          log_start: int = -1) -> dict[str, Any]:
-    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": None,
+          log_start: int = -1, append_time: int | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": append_time,
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
@@ -102,7 +103,7 @@ async def _partition(ctx: KafkaContext, topic: str, index: int, records: bytes, 
 
 async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch], acks: int) -> dict[str, Any]:
     broker = ctx.broker
-    first = -1
+    first = appended = -1
     for batch in batches:
         if batch.control:
             continue
@@ -118,22 +119,24 @@ async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch]
                                                         batch.base_sequence + batch.last_offset_delta)
         cols = decode_columns(batch.body, batch.count, batch.base_timestamp)
         if cols is not None:
-            base = await _put_columns(ctx, topic, index, cols, seq, acks)
+            base, stored_at = await _put_columns(ctx, topic, index, cols, seq, acks)
         else:
             messages = [to_message(topic, index, r) for r in batch.records]
             if seq is not None and messages:
                 messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
-            base = await _put(ctx, messages, acks)
+            base, stored_at = await _put(ctx, messages, acks)
         _remember(ctx, topic, index, batch, base)
-        first = base if first < 0 else first
+        first, appended = (base, stored_at) if first < 0 else (first, appended)
     lo, _ = broker.queue_range(topic, index)
-    return _part(index, 0, None, first, lo)
+    log_append_time = broker.topics.get(topic).timestamp_type == LOG_APPEND_TIME
+    return _part(index, 0, None, first, lo, appended if log_append_time and appended >= 0 else None)
 
 
-async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> int:
+async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> tuple[int, int]:
+    """The messages stored: (first offset, store time)."""
     broker = ctx.broker
     if not messages:
-        return -1
+        return -1, -1
     flushed = True
     try:
         results = await broker.writer.put(messages)
@@ -143,12 +146,12 @@ async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> int:
         status = await broker.replication.confirm(results, flushed)
         if status != "SEND_OK":
             raise _NotReplicated(status)
-    return int(results[0].queue_offset)
+    return int(results[0].queue_offset), int(results[0].store_timestamp)
 
 
 async def _put_columns(ctx: KafkaContext, topic: str, index: int, cols: RecordColumns, seq: str | None,
-                       acks: int) -> int:
-    """The batch's records by columns, the idempotent producer's stamp on the first; its first offset."""
+                       acks: int) -> tuple[int, int]:
+    """The batch's records by columns, the idempotent producer's stamp on the first: (first offset, store time)."""
     broker = ctx.broker
     rows = [GroupRows(cols.born, None if seq is None else {SEQ_PROPERTY: seq})]
     flushed = True
@@ -163,7 +166,7 @@ async def _put_columns(ctx: KafkaContext, topic: str, index: int, cols: RecordCo
         status = await broker.replication.confirm([last], flushed)
         if status != "SEND_OK":
             raise _NotReplicated(status)
-    return int(res.first_queue_offset)
+    return int(res.first_queue_offset), int(res.store_timestamp)
 
 
 class _NotReplicated(BrokerBusyError):

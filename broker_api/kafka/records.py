@@ -28,9 +28,10 @@ import crc32c
 
 from .codec import KafkaProtocolError
 
-__all__ = ["Batch", "Record", "decode_batches", "BatchWriter", "HEADER"]
+__all__ = ["Batch", "Record", "decode_batches", "BatchWriter", "HEADER", "LOG_APPEND_TIME", "plain_batch"]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
+LOG_APPEND_TIME = 0x08  # the attributes bit: record times are the broker's append times
 _CRC_FROM = 21
 _XERIAL = b"\x82SNAPPY\x00"
 
@@ -254,10 +255,12 @@ class BatchWriter:
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
 
-    def finish(self, leader_epoch: int = 0, producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
-        """The batch bytes with its length and CRC-32C; ``producer`` = (id, epoch, base sequence)."""
+    def finish(self, leader_epoch: int = 0, producer: tuple[int, int, int] = (-1, -1, -1),
+               attributes: int = 0) -> bytes:
+        """The batch bytes with its length and CRC-32C; ``producer`` = (id, epoch, base sequence);
+        ``attributes`` LOG_APPEND_TIME when the timestamps are the broker's append times."""
         body = b"".join(self._parts)
-        head = HEADER.pack(self.base_offset, HEADER.size - 12 + len(body), leader_epoch, 2, 0, 0,
+        head = HEADER.pack(self.base_offset, HEADER.size - 12 + len(body), leader_epoch, 2, 0, attributes,
                            self.last_delta, self.base_timestamp, self.max_timestamp, *producer, self.count)
         crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
         return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
@@ -283,7 +286,8 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
     return ((x << 1) ^ (x >> 63)).astype(np.uint64)
 
 
-def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray) -> bytes:
+def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray,
+                attributes: int = 0) -> bytes:
     """One uncompressed batch of records without keys or headers, built by columns (no Python
     object per record): the same bytes as :class:`BatchWriter` ``add(offset, born, None, body, [])``."""
     base_offset, base_ts = int(offsets[0]), int(born[0])
@@ -315,7 +319,7 @@ def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_
         out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = bodies[bo[0]:bo[-1]]
     body = out.tobytes()
     last = int(offsets[-1]) - base_offset
-    head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, 0, last, base_ts, int(born.max()),
+    head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, attributes, last, base_ts, int(born.max()),
                        -1, -1, -1, len(offsets))
     crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
     return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
