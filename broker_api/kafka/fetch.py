@@ -24,7 +24,7 @@ from ..model.topics import LOG_APPEND_TIME as LOG_APPEND_TIME_TYPE
 from .codec import ErrorCode, Request, millis
 from .context import KafkaContext
 from .handlers import has_partition
-from .mapping import split_properties
+from .mapping import keys_only, split_properties
 from .records import LOG_APPEND_TIME, BatchWriter, plain_batch
 
 __all__ = ["fetch", "page_batch"]
@@ -78,6 +78,10 @@ def _columns_batch(page: PullColumns, times: np.ndarray, lo: int, hi: int, log_a
         # no record has properties other than the store's checksum: no key, no headers
         return plain_batch(page.queue_offsets[lo:hi], times[lo:hi], page.bodies, page.body_offsets[lo:hi + 1],
                            attributes)
+    keys = keys_only(props, po[lo:hi + 1].astype(np.int64) - int(po[lo]))
+    if keys is not None:
+        return plain_batch(page.queue_offsets[lo:hi], times[lo:hi], page.bodies, page.body_offsets[lo:hi + 1],
+                           attributes, keys)
     offsets, stamps = page.queue_offsets[lo:hi].tolist(), times[lo:hi].tolist()
     bo, starts = page.body_offsets[lo:hi + 1].tolist(), po[lo:hi + 1].tolist()
     first, bodies = starts[0], page.bodies.tobytes()

@@ -287,15 +287,18 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
 
 
 def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray,
-                attributes: int = 0) -> bytes:
-    """One uncompressed batch of records without keys or headers, built by columns (no Python
-    object per record): the same bytes as :class:`BatchWriter` ``add(offset, born, None, body, [])``."""
+                attributes: int = 0, keys: tuple[np.ndarray, np.ndarray] | None = None) -> bytes:
+    """One uncompressed batch of records without headers, built by columns (no Python object per
+    record): the same bytes as :class:`BatchWriter` ``add(offset, born, key, body, [])``. ``keys``:
+    (int64 lengths, -1 for a null key; the key bytes one after another), or None: every key null."""
     base_offset, base_ts = int(offsets[0]), int(born[0])
     bo = body_offsets.astype(np.int64)
     vlen = np.diff(bo)
-    ts, od, vl = _zigzag(born - base_ts), _zigzag(offsets - base_offset), _zigzag(vlen)
-    k_ts, k_od, k_vl = _varint_sizes(ts), _varint_sizes(od), _varint_sizes(vl)
-    rec_len = 1 + k_ts + k_od + 1 + k_vl + vlen + 1
+    klen = np.full(len(vlen), -1, np.int64) if keys is None else keys[0]
+    kbytes = np.maximum(klen, 0)
+    ts, od, kl, vl = _zigzag(born - base_ts), _zigzag(offsets - base_offset), _zigzag(klen), _zigzag(vlen)
+    k_ts, k_od, k_kl, k_vl = _varint_sizes(ts), _varint_sizes(od), _varint_sizes(kl), _varint_sizes(vl)
+    rec_len = 1 + k_ts + k_od + k_kl + kbytes + k_vl + vlen + 1
     rl = _zigzag(rec_len)
     k_rl = _varint_sizes(rl)
     size = k_rl + rec_len
@@ -304,22 +307,31 @@ def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_
     out = np.zeros(int(size.sum()), np.uint8)  # the attributes byte and the header count stay 0
     _put_varints(out, start, rl, k_rl)
     at = start + k_rl + 1
-    _put_varints(out, at, ts, k_ts)
-    at = at + k_ts
-    _put_varints(out, at, od, k_od)
-    at = at + k_od
-    out[at] = 1  # key length -1
-    at = at + 1
+    for value, k in ((ts, k_ts), (od, k_od), (kl, k_kl)):
+        _put_varints(out, at, value, k)
+        at = at + k
+    if keys is not None:
+        _place(out, at, kbytes, keys[1])
+    at = at + kbytes
     _put_varints(out, at, vl, k_vl)
-    at = at + k_vl
-    if int(vlen.sum()):  # +1 where a body starts, -1 where it ends: the running sum marks the body bytes
-        edges = np.zeros(len(out) + 1, np.int8)
-        edges[at] = 1
-        edges[at + vlen] -= 1
-        out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = bodies[bo[0]:bo[-1]]
+    _place(out, at + k_vl, vlen, bodies[bo[0]:bo[-1]])
     body = out.tobytes()
     last = int(offsets[-1]) - base_offset
     head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, attributes, last, base_ts, int(born.max()),
                        -1, -1, -1, len(offsets))
     crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
     return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
+
+
+def _place(out: np.ndarray, at: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
+    """Copy ``data`` into ``out`` as spans of ``lengths`` starting at ``at`` (increasing, disjoint)."""
+    total = int(lengths.sum())
+    if not total:
+        return
+    if total * 8 < len(out):  # short spans (keys): an index per byte
+        out[np.arange(total) + np.repeat(at - (np.cumsum(lengths) - lengths), lengths)] = data
+        return
+    edges = np.zeros(len(out) + 1, np.int8)  # +1 where a span starts, -1 where it ends: a running sum marks them
+    edges[at] = 1
+    edges[at + lengths] -= 1
+    out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = data

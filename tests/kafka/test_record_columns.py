@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_api.kafka.codec import KafkaProtocolError
+from broker_api.kafka.mapping import keys_only, split_properties
 from broker_api.kafka.record_columns import decode_columns
 from broker_api.kafka.records import BatchWriter, decode_batches
 
@@ -101,3 +103,26 @@ def test_a_truncated_or_garbled_body_is_refused(cut: int) -> None:
         decode_columns(bytes(garbled), batch.count, batch.base_timestamp)
     with pytest.raises(KafkaProtocolError):  # more records announced than the body holds
         decode_columns(batch.body, batch.count + 1, batch.base_timestamp)
+
+
+_stored_key = st.none() | st.lists(st.text(st.characters(min_codepoint=4, blacklist_categories=("Cs",)), min_size=1, max_size=8), min_size=1,
+                                   max_size=3).map("\x03".join)  # several keys are joined by \x03 in the store
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_stored_key, min_size=1, max_size=20), st.sampled_from([None, b"TAGS\x01t\x02", b"p\x01v\x02"]))
+def test_keys_read_by_columns_equal_the_keys_read_one_by_one(keys: list, extra: bytes | None) -> None:
+    wcrc = b"WCRC\x0112345678\x02"
+    props = [(b"" if k is None else b"KEYS\x01" + k.encode() + b"\x02") + wcrc for k in keys]
+    if extra is not None:  # another property on one record: the per-record path
+        props[len(props) // 2] = extra + props[len(props) // 2]
+    offsets = np.cumsum([0] + [len(p) for p in props]).astype(np.int64)
+    got = keys_only(b"".join(props), offsets)
+    if extra is not None:
+        assert got is None
+        return
+    assert got is not None
+    lengths, data = got
+    theirs = [split_properties(p)[0] for p in props]
+    assert lengths.tolist() == [-1 if k is None else len(k) for k in theirs]
+    assert data.tobytes() == b"".join(k or b"" for k in theirs)

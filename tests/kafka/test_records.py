@@ -70,15 +70,20 @@ def test_a_flipped_bit_or_a_short_batch_is_refused() -> None:
         decode_batches(bytes(raw[:40]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2 ** 40), st.lists(st.tuples(st.integers(1, 3000), st.integers(-(10 ** 6), 10 ** 9),
-                                                  st.binary(max_size=300)), min_size=1, max_size=40))
-def test_plain_batches_built_by_columns_equal_the_record_by_record_writer(base: int, rows: list[tuple]) -> None:
-    offsets = np.cumsum([base] + [gap for gap, _, _ in rows[1:]]).astype(np.int64)
-    born = np.array([1_700_000_000_000 + ts for _, ts, _ in rows], np.int64)
-    body_offsets = np.cumsum([0] + [len(b) for _, _, b in rows]).astype(np.int64)
-    bodies = np.frombuffer(b"".join(b for _, _, b in rows), np.uint8)
+                                                  st.binary(max_size=300), st.none() | st.binary(max_size=20)),
+                                        min_size=1, max_size=40), st.booleans())
+def test_plain_batches_built_by_columns_equal_the_record_by_record_writer(base: int, rows: list[tuple],
+                                                                          with_keys: bool) -> None:
+    offsets = np.cumsum([base] + [gap for gap, *_ in rows[1:]]).astype(np.int64)
+    born = np.array([1_700_000_000_000 + ts for _, ts, _, _ in rows], np.int64)
+    body_offsets = np.cumsum([0] + [len(b) for _, _, b, _ in rows]).astype(np.int64)
+    bodies = np.frombuffer(b"".join(b for _, _, b, _ in rows), np.uint8)
+    keys = [k if with_keys else None for *_, k in rows]
+    key_cols = (np.array([-1 if k is None else len(k) for k in keys], np.int64),
+                np.frombuffer(b"".join(k or b"" for k in keys), np.uint8)) if with_keys else None
     w = BatchWriter(int(offsets[0]), int(born[0]))
-    for offset, ts, (_, _, body) in zip(offsets.tolist(), born.tolist(), rows):
-        w.add(offset, ts, None, body, [])
-    assert plain_batch(offsets, born, bodies, body_offsets) == w.finish()
+    for offset, ts, key, (_, _, body, _) in zip(offsets.tolist(), born.tolist(), keys, rows):
+        w.add(offset, ts, key, body, [])
+    assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
