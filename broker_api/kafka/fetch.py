@@ -24,7 +24,7 @@ from ..model.topics import LOG_APPEND_TIME as LOG_APPEND_TIME_TYPE
 from .codec import ErrorCode, Request, millis
 from .context import KafkaContext
 from .handlers import has_partition
-from .mapping import keys_only, split_properties
+from .mapping import keys_only, split_properties, without_seq
 from .records import LOG_APPEND_TIME, BatchWriter, plain_batch
 
 __all__ = ["fetch", "page_batch"]
@@ -74,11 +74,12 @@ def _columns_batch(page: PullColumns, times: np.ndarray, lo: int, hi: int, log_a
     po = page.property_offsets
     props = page.properties[po[lo]:po[hi]].tobytes() if len(page.properties) else b""
     n = hi - lo
-    if not props or props.count(b"\x02") == props.count(_WCRC_ONLY) == props.count(b"\x01") == n:
+    bare, bare_offsets = without_seq(props, po[lo:hi + 1].astype(np.int64) - int(po[lo]))
+    if not bare or bare.count(b"\x02") == bare.count(_WCRC_ONLY) == bare.count(b"\x01") == n:
         # no record has properties other than the store's checksum: no key, no headers
         return plain_batch(page.queue_offsets[lo:hi], times[lo:hi], page.bodies, page.body_offsets[lo:hi + 1],
                            attributes)
-    keys = keys_only(props, po[lo:hi + 1].astype(np.int64) - int(po[lo]))
+    keys = keys_only(bare, bare_offsets)
     if keys is not None:
         return plain_batch(page.queue_offsets[lo:hi], times[lo:hi], page.bodies, page.body_offsets[lo:hi + 1],
                            attributes, keys)

@@ -21,7 +21,7 @@ from store import Message
 
 from .records import Record
 
-__all__ = ["KAFKA_TOPIC", "to_message", "split_properties", "kafka_topic_ok", "keys_only"]
+__all__ = ["KAFKA_TOPIC", "to_message", "split_properties", "kafka_topic_ok", "keys_only", "without_seq"]
 
 KAFKA_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _KEY_B64 = "KAFKA_KEY_B64"
@@ -127,3 +127,21 @@ def keys_only(props: bytes, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def _at(u8: np.ndarray, at: np.ndarray, pattern: np.ndarray) -> np.ndarray:
     """Whether ``pattern`` lies at each position of ``at``."""
     return (u8[at[:, None] + np.arange(len(pattern))] == pattern).all(axis=1)
+
+
+_SEQ_PAIR = re.compile(rb"(?:(?<=\x02)|^)KAFKA_SEQ\x01[^\x02]*\x02")  # an idempotent batch's stamp (producer_state.py)
+
+
+def without_seq(props: bytes, offsets: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The records' properties without the producer stamps that the first record of each
+    idempotent batch carries (not returned as headers), and their new offsets."""
+    if b"KAFKA_SEQ\x01" not in props:
+        return props, offsets
+    spans = [m.span() for m in _SEQ_PAIR.finditer(props)]
+    if not spans:
+        return props, offsets
+    starts = np.array([a for a, _ in spans], np.int64)
+    removed = np.cumsum([b - a for a, b in spans])
+    before = np.searchsorted(starts, offsets, side="left")  # stamps lying wholly before each offset
+    shift = np.where(before > 0, removed[np.maximum(before - 1, 0)], 0)
+    return _SEQ_PAIR.sub(b"", props), offsets - shift
