@@ -2,8 +2,9 @@
 
 A record (records.py draws the batch) is ``len attrs ts_delta offset_delta klen key vlen value
 hcount headers...``, every integer a zig-zag varint. Only the ``len`` varints chain the records
-together, so they are walked first (one short step per record, or none when every record has the
-same length); every other field is then read for all records at once, one numpy step per field:
+together, so they are found first (runs of records of one length by one numpy comparison each,
+one short step per record where lengths keep changing); every other field is then read for all
+records at once, one numpy step per field:
 a varint is gathered byte by byte across the records until no record's byte has its continuation
 bit set.
 
