@@ -328,6 +328,9 @@ def _place(out: np.ndarray, at: np.ndarray, lengths: np.ndarray, data: np.ndarra
     total = int(lengths.sum())
     if not total:
         return
+    width = int(lengths[0])
+    if (lengths == width).all() and _strided_place(out, at, width, data):
+        return
     if total * 8 < len(out):  # short spans (keys): an index per byte
         out[np.arange(total) + np.repeat(at - (np.cumsum(lengths) - lengths), lengths)] = data
         return
@@ -335,3 +338,19 @@ def _place(out: np.ndarray, at: np.ndarray, lengths: np.ndarray, data: np.ndarra
     edges[at] = 1
     edges[at + lengths] -= 1
     out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = data
+
+
+def _strided_place(out: np.ndarray, at: np.ndarray, width: int, data: np.ndarray) -> bool:
+    """Spans of one width written as a few strided copies (one per run of spans at one distance);
+    False (nothing written) when the runs are too short for that to pay."""
+    gaps = np.diff(at)
+    cuts = np.flatnonzero(gaps[1:] != gaps[:-1]) + 2  # a run starts where the gap changes
+    if len(cuts) * 8 > len(at):
+        return False
+    rows = data.reshape(len(at), width)
+    bounds = [0, *cuts.tolist(), len(at)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        step = int(gaps[lo]) if hi - lo > 1 else width
+        view = np.lib.stride_tricks.as_strided(out[int(at[lo]):], (hi - lo, width), (step, 1))
+        view[:] = rows[lo:hi]
+    return True

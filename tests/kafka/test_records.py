@@ -87,3 +87,20 @@ def test_plain_batches_built_by_columns_equal_the_record_by_record_writer(base: 
     for offset, ts, key, (_, _, body, _) in zip(offsets.tolist(), born.tolist(), keys, rows):
         w.add(offset, ts, key, body, [])
     assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_long_plain_batches_of_equal_records_equal_the_record_by_record_writer(keyed: bool) -> None:
+    # equal bodies and keys in runs of one record size (a delta grows a varint byte at 64 and 8192):
+    # the strided placement path
+    n = 9000
+    offsets = np.arange(10, 10 + n, dtype=np.int64)
+    born = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 3
+    bodies = np.frombuffer(b"".join(bytes([i % 251]) * 100 for i in range(n)), np.uint8)
+    body_offsets = np.arange(n + 1, dtype=np.int64) * 100
+    keys = [b"key%05d" % i for i in range(n)] if keyed else [None] * n
+    key_cols = (np.full(n, 8, np.int64), np.frombuffer(b"".join(keys), np.uint8)) if keyed else None  # type: ignore[arg-type]
+    w = BatchWriter(10, int(born[0]))
+    for i in range(n):
+        w.add(10 + i, int(born[i]), keys[i], bodies[i * 100:(i + 1) * 100].tobytes(), [])
+    assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
