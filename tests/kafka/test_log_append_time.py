@@ -65,3 +65,12 @@ def test_log_append_time_topics_carry_the_brokers_append_time(kafka: KafkaBroker
                                      for k, t in fetched)
     assert _produce(kafka, "created") == (ck.TIMESTAMP_CREATE_TIME, _OLD)
     assert _consume(kafka, "created") == [(ck.TIMESTAMP_CREATE_TIME, _OLD + i) for i in range(3)]
+
+
+def test_the_timestamp_type_is_kept_where_topics_are_saved_and_synced() -> None:
+    from broker_api.model.topics import TopicConfig
+
+    appended = TopicConfig("audit", 2, timestamp_type="LogAppendTime")
+    assert appended.to_json()["timestamp_type"] == "LogAppendTime"
+    assert TopicConfig.from_json(appended.to_json()) == appended
+    assert "timestamp_type" not in TopicConfig("plain", 2).to_json()  # older readers see what they saw
