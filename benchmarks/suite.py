@@ -31,7 +31,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 
 from benchmarks.results import PHASE_PREFIX, Measure, load_measures
 
-__all__ = ["ALL_AREAS", "AREAS", "OPT_IN_AREAS", "SPECS", "BenchSpec", "BenchmarkFailed", "Outcome",
+__all__ = ["ALL_AREAS", "AREAS", "NAMES", "OPT_IN_AREAS", "SPECS", "BenchSpec", "BenchmarkFailed", "Outcome",
            "bench_command_line", "run_suite", "specs_for"]
 
 AREAS = ("store", "broker", "spark", "mirror")  # the default run: Python, Spark and redis-server only
@@ -107,9 +107,12 @@ SPECS: tuple[BenchSpec, ...] = (
 )
 
 
-def specs_for(areas: tuple[str, ...]) -> list[BenchSpec]:
-    """The scripts to run for ``areas``, in suite order."""
-    return [s for s in SPECS if s.area in areas]
+NAMES = tuple(dict.fromkeys(s.name for s in SPECS))  # one benchmark, named in --only instead of its area
+
+
+def specs_for(selection: tuple[str, ...]) -> list[BenchSpec]:
+    """The scripts to run for ``selection`` (areas, and benchmarks by name), in suite order."""
+    return [s for s in SPECS if s.area in selection or s.name in selection]
 
 
 def bench_command_line(area: str, quick: bool) -> str:

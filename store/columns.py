@@ -42,13 +42,28 @@ from .record_crc import fixed_record_crcs, record_crcs, tail_crcs
 if TYPE_CHECKING:
     from .commitlog import CommitLog
 
-__all__ = ["ColumnBatch", "ColumnExtra", "ColumnGroup", "ColumnPutResult", "check_columns", "prepare_columns",
-           "put_groups"]
+__all__ = ["ColumnBatch", "ColumnExtra", "ColumnGroup", "ColumnPutResult", "ColumnRows", "GroupRows", "check_columns",
+           "prepare_columns", "put_groups"]
 
 # (queue id, bodies, one key per message or None): one queue's part of a column put
 ColumnGroup = tuple[int, "Sequence[bytes] | PackedBodies", "Sequence[str] | None"]
 # properties and sys flag every message of a column put has (a committed transaction's), or None
 ColumnExtra = tuple[Mapping[str, str], int] | None
+
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRows:
+    """What one column group's messages carry beyond bodies and keys: ``born_ts`` (int64 ms, one per
+    message; default: the put's time) and ``first_properties`` (properties its first message alone
+    has, e.g. a Kafka producer's batch stamp)."""
+
+    born_ts: np.ndarray | None = None
+    first_properties: Mapping[str, str] | None = None
+
+
+# one GroupRows (or None) per group of a column put, or None
+ColumnRows = Sequence[GroupRows | None] | None
 
 _U16 = struct.Struct(">H")
 _FORBIDDEN = ("\x00", "\x01", "\x02", "\x03")
@@ -66,7 +81,7 @@ class ColumnBatch:
     sizes: np.ndarray  # int64, whole record sizes
     ends: np.ndarray  # int64, cumulative sizes: record i ends ends[i] bytes after the batch's start
     crcs: np.ndarray  # uint32
-    born_ts: int
+    born_ts: int | np.ndarray  # one for all, or int64 one per message
     born_host: int
     fixed: bool  # every record has the same size
     sys_flag: int = 0  # e.g. TRANSACTION_COMMIT for a committed transaction's messages
@@ -126,7 +141,7 @@ class ColumnBatch:
         hdr["queue_id"] = self.queue_id
         hdr["queue_offset"] = qoffs
         hdr["phy_offset"] = phys
-        hdr["born_ts"] = self.born_ts
+        hdr["born_ts"] = self.born_ts if isinstance(self.born_ts, int) else self.born_ts[lo:hi]
         hdr["born_host"] = self.born_host
         hdr["store_ts"] = store_ts
         hdr["store_host"] = store_host
@@ -139,7 +154,8 @@ class ColumnBatch:
         return len(tails) if isinstance(tails, bytes) else len(tails[i])
 
 
-_VARYING = np.r_[8:12, 20:36]  # header columns that differ within a column batch: body CRC, queue and physical offsets
+# header columns that may differ within a column batch: body CRC, queue and physical offsets, born time
+_VARYING = np.r_[8:12, 20:36, 40:48]
 
 
 def _fixed_crcs(out: np.ndarray, blen: int, crcs: np.ndarray, key_span: tuple[int, int] | None) -> np.ndarray:
@@ -281,18 +297,24 @@ def check_columns(topic: str, bodies: Sequence[bytes] | PackedBodies, *, keys: S
 
 
 def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedBodies, *,
-                    keys: Sequence[str] | None = None, tags: str | None = None, born_ts: int, born_host: int,
-                    max_size: int, extra: ColumnExtra = None) -> ColumnBatch:
+                    keys: Sequence[str] | None = None, tags: str | None = None, born_ts: int | np.ndarray,
+                    born_host: int, max_size: int, extra: ColumnExtra = None,
+                    first_properties: Mapping[str, str] | None = None) -> ColumnBatch:
     """Validate and pre-encode a column batch; raises before anything is written.
 
     ``keys`` holds one key per message (or None); ``tags`` applies to every message, and so do
-    ``extra``'s properties and sys flag.
+    ``extra``'s properties and sys flag; ``born_ts`` is one time or one per message, and
+    ``first_properties`` are added to the first message's properties only.
     ``bodies`` may be packed (one buffer and offsets, see :mod:`.packed`): no object per body.
     """
     if not 0 <= queue_id < 1 << 31:
         raise InvalidMessageError(f"queue id {queue_id} is out of range")
     props, sys_flag = extra or ({}, 0)
     tails, key_lens, blens, sizes = _sized(topic, bodies, keys, tags, props, max_size)
+    if not isinstance(born_ts, int) and len(born_ts) != len(bodies):
+        raise InvalidMessageError(f"{len(born_ts)} born times for {len(bodies)} bodies; give one per message")
+    if first_properties:
+        tails, sizes = _first_apart(topic, keys, tags, {**props, **first_properties}, tails, blens, sizes, max_size)
     top, low = int(sizes.max()), int(sizes.min())
     crcs = bodies.crcs() if isinstance(bodies, PackedBodies) else \
         np.fromiter(map(crc32, bodies), np.uint32, len(bodies))
@@ -305,12 +327,32 @@ def prepare_columns(topic: str, queue_id: int, bodies: Sequence[bytes] | PackedB
                        sys_flag, span)
 
 
+def _first_apart(topic: str, keys: Sequence[str] | None, tags: str | None, first: Mapping[str, str],
+                 tails: bytes | list[bytes] | np.ndarray, blens: np.ndarray, sizes: np.ndarray,
+                 max_size: int) -> tuple[list[bytes], np.ndarray]:
+    """One tail per message, the first one carrying the properties ``first``; and the sizes."""
+    own, _ = _tails(_topic_head(topic), tags, None if keys is None else keys[:1], first)
+    head = own if isinstance(own, bytes) else own[0] if isinstance(own, list) else own[0].tobytes()
+    n = len(blens)
+    rest = [tails] * (n - 1) if isinstance(tails, bytes) else \
+        tails[1:] if isinstance(tails, list) else [row.tobytes() for row in tails[1:]]
+    sizes = sizes.copy()
+    sizes[0] = HEADER_SIZE + int(blens[0]) + len(head)
+    if int(sizes[0]) > max_size:
+        raise MessageTooLargeError(f"message 0 encodes to {int(sizes[0])} bytes; the limit is {max_size} bytes")
+    return [head, *rest], sizes
+
+
 def put_groups(commitlog: CommitLog, wait_for: Callable[[int], None], topic: str, groups: Sequence[ColumnGroup],
-               tags: str | None, born_host: int, max_size: int, extra: ColumnExtra = None) -> list[ColumnPutResult]:
+               tags: str | None, born_host: int, max_size: int, extra: ColumnExtra = None,
+               rows: ColumnRows = None) -> list[ColumnPutResult]:
     """Prepare every group (raising before anything is written), append each, then wait for the flush."""
-    born = int(time.time() * 1000)
-    batches = [prepare_columns(topic, qid, bodies, keys=keys, tags=tags, born_ts=born, born_host=born_host,
-                               max_size=max_size, extra=extra) for qid, bodies, keys in groups]
+    now = int(time.time() * 1000)
+    each = rows or [None] * len(groups)
+    batches = [prepare_columns(topic, qid, bodies, keys=keys, tags=tags, born_host=born_host, max_size=max_size,
+                               born_ts=now if r is None or r.born_ts is None else r.born_ts, extra=extra,
+                               first_properties=None if r is None else r.first_properties)
+               for (qid, bodies, keys), r in zip(groups, each, strict=True)]
     done = [(b, commitlog.append(b)) for b in batches]
     results = [ColumnPutResult(topic, b.queue_id, np.asarray(r.phy_offsets), int(r.queue_offsets[0]), b.sizes,
                                r.store_timestamp, commitlog.store_host) for b, r in done]

@@ -29,7 +29,7 @@ from typing import Sequence, TypeVar
 
 from . import codec, pull
 from .checkpoint import StoreCheckpoint
-from .columns import ColumnExtra, ColumnGroup, ColumnPutResult, put_groups
+from .columns import ColumnExtra, ColumnGroup, ColumnPutResult, ColumnRows, put_groups
 from .packed import PackedBodies
 from .commitlog import CommitLog
 from .config import StoreConfig
@@ -182,12 +182,12 @@ class MessageStore:
         return self.put_column_groups(topic, [(queue_id, bodies, keys)], tags)[0]
 
     def put_column_groups(self, topic: str, groups: Sequence[ColumnGroup], tags: str | None = None,
-                          extra: ColumnExtra = None) -> list[ColumnPutResult]:
-        """``put_columns`` for several queues of a topic (``extra``: every message's properties and sys
-        flag), all validated before any is written; a SYNC flush timeout carries the results."""
+                          extra: ColumnExtra = None, rows: ColumnRows = None) -> list[ColumnPutResult]:
+        """``put_columns`` for several queues of a topic (``extra``: every message's properties and sys flag;
+        ``rows``: columns.GroupRows per group), all validated first; a SYNC flush timeout carries the results."""
         self._check_writable()
         return put_groups(self.commitlog, self._flusher.wait_for, topic, groups, tags, self._born_host,
-                          self.max_message_bytes, extra)
+                          self.max_message_bytes, extra, rows)
 
     def _check_writable(self) -> None:
         self._check_running()

@@ -96,6 +96,12 @@ def derive_key(user: str, secret: str) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", secret.encode(), f"sparkmq:{user}".encode(), KDF_ROUNDS, 32)
 
 
+@functools.lru_cache(maxsize=256)
+def derive_key_sha512(user: str, secret: str) -> bytes:
+    """The same slow hash with SHA-512 (64 bytes): SCRAM-SHA-512's SaltedPassword on the Kafka port."""
+    return hashlib.pbkdf2_hmac("sha512", secret.encode(), f"sparkmq:{user}".encode(), KDF_ROUNDS, 64)
+
+
 def parse_token(token: str) -> tuple[str, str]:
     """``"<user>:<secret>"`` -> (user, secret); raises ValueError on any other shape."""
     user, sep, secret = token.strip().partition(":")

@@ -3,7 +3,7 @@
 The directory (``[auth] dir``, default ``<data_dir>/auth``) is created 0700::
 
     users.json   {"users": {"alice": {"key": "<hex PBKDF2 of the secret>", "super": false,
-                                      "enabled": true}}}
+                                      "enabled": true, "key_sha512": "<the same with SHA-512>"}}}
     acls.json    {"acls": {"alice": [{"resource": "Topic:orders", "actions": ["Pub"],
                                       "decision": "allow"}]}}
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from ..jsonfile import read_json, write_json_atomic
 from .policy import PolicyEntry, parse_entry
-from .signature import derive_key, new_secret
+from .signature import derive_key, derive_key_sha512, new_secret
 
 __all__ = ["AuthSnapshot", "User", "UserStore", "check_user_name"]
 
@@ -44,6 +44,7 @@ class User:
     key: bytes
     super: bool = False
     enabled: bool = True
+    key_sha512: bytes | None = None  # SCRAM-SHA-512 (Kafka port); users added before it have none
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,9 @@ class UserStore:
         users: dict[str, User] = {}
         for name, raw in dict(read_json(self.users_path, {}).get("users", {})).items():
             try:
+                sha512 = raw.get("key_sha512")
                 users[name] = User(name, bytes.fromhex(raw["key"]), bool(raw.get("super", False)),
-                                   bool(raw.get("enabled", True)))
+                                   bool(raw.get("enabled", True)), bytes.fromhex(sha512) if sha512 else None)
             except (KeyError, ValueError, TypeError) as exc:
                 log.error("auth: user %r in %s is unreadable (%s); it cannot log in", name, self.users_path, exc)
         policies: dict[str, tuple[PolicyEntry, ...]] = {}
@@ -140,7 +142,8 @@ class UserStore:
         check_user_name(name)
         secret = secret or new_secret()
         users, _ = self._read_raw()
-        users[name] = {"key": derive_key(name, secret).hex(), "super": super_user, "enabled": True}
+        users[name] = {"key": derive_key(name, secret).hex(), "super": super_user, "enabled": True,
+                       "key_sha512": derive_key_sha512(name, secret).hex()}
         self._write(users=users)
         return secret
 

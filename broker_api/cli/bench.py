@@ -32,6 +32,7 @@ from benchmarks.machine import git_commit, machine_info, machine_short
 from benchmarks.suite import (
     ALL_AREAS,
     AREAS,
+    NAMES,
     OPT_IN_AREAS,
     Outcome,
     bench_command_line,
@@ -52,12 +53,13 @@ __all__ = ["bench_command"]
 
 
 def _parse_only(only: str) -> tuple[str, ...]:
-    areas = tuple(dict.fromkeys(a.strip() for a in only.split(",") if a.strip()))
-    unknown = [a for a in areas if a not in ALL_AREAS]
-    if unknown or not areas:
+    asked = tuple(dict.fromkeys(a.strip() for a in only.split(",") if a.strip()))
+    unknown = [a for a in asked if a not in ALL_AREAS and a not in NAMES]
+    if unknown or not asked:
         fail(f"--only {only!r}: unknown benchmark {', '.join(map(repr, unknown)) or '(none given)'}; "
-             f"choose from {','.join(AREAS)} (the default) and {','.join(OPT_IN_AREAS)} (opt-in)")
-    return tuple(a for a in ALL_AREAS if a in areas)
+             f"choose from {','.join(AREAS)} (the default) and {','.join(OPT_IN_AREAS)} (opt-in), "
+             f"or one benchmark: {','.join(n for n in NAMES if n not in ALL_AREAS)}")
+    return tuple(a for a in dict.fromkeys((*ALL_AREAS, *NAMES)) if a in asked)
 
 
 def _rows(outcome: Outcome, quick: bool, machine: str) -> list[Row]:
@@ -94,7 +96,8 @@ def _block(rows: list[Row], results: dict[str, Any]) -> str:
 def bench_command(
     only: Annotated[str, typer.Option(
         help="Comma list of store, broker, spark, mirror; kafka (a real Kafka broker: Java, Maven) is opt-in; "
-             "so are failover (20 master kills, ~10 min) and tiered (1 GB read back from moto's S3)."
+             "so are failover (20 master kills, ~10 min) and tiered (1 GB read back from moto's S3). "
+             "A benchmark's own name (pop, delay, ...) runs just that one."
     )] = ",".join(AREAS),
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes: about a minute for store,broker.")] = False,
     json_path: Annotated[Path, typer.Option("--json", help="Where to write the JSON results.")] = Path(

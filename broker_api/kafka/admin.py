@@ -2,7 +2,8 @@
 
 A Kafka topic is a sparkmq topic of ``num_partitions`` queues (-1: ``[broker] default_queues``);
 the replication factor is accepted and ignored (replication is the broker's master/slave pair).
-DescribeConfigs answers a few read-only topic and broker settings Kafka tools look for.
+DescribeConfigs answers a few read-only topic and broker settings Kafka tools look for. Of a new
+topic's configs, ``message.timestamp.type`` (CreateTime or LogAppendTime) is kept; others are ignored.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import uuid
 from typing import Any
 
 from ..errors import BrokerError, TopicExistsError, TopicNotFoundError
+from ..model.topics import CREATE_TIME, TIMESTAMP_TYPES
 from .codec import ErrorCode, Request
 from .context import KafkaContext
 from .mapping import kafka_topic_ok
@@ -18,6 +20,13 @@ from .mapping import kafka_topic_ok
 __all__ = ["ADMIN_HANDLERS"]
 
 _TOPIC, _BROKER = 2, 4  # DescribeConfigs resource types
+_TIMESTAMP_TYPE = "message.timestamp.type"
+
+
+def _timestamp_type(topic: Any) -> str | None:
+    """The new topic's message.timestamp.type (CreateTime when not given); None when it is not one."""
+    given = {c.name: c.value for c in getattr(topic, "configs", ())}.get(_TIMESTAMP_TYPE) or CREATE_TIME
+    return given if given in TIMESTAMP_TYPES else None
 
 
 async def create_topics(ctx: KafkaContext, req: Request) -> dict[str, Any]:
@@ -25,6 +34,7 @@ async def create_topics(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     out = []
     for t in b.topics:
         queues = t.num_partitions if t.num_partitions > 0 else ctx.broker.settings.broker.default_queues
+        kind = _timestamp_type(t)
         entry: dict[str, Any] = {"name": t.name, "topic_id": uuid.UUID(int=0), "error_code": 0,
                                  "error_message": None, "num_partitions": queues, "replication_factor": 1,
                                  "configs": []}
@@ -32,11 +42,14 @@ async def create_topics(ctx: KafkaContext, req: Request) -> dict[str, Any]:
             entry.update(error_code=ErrorCode.topic_authorization_failed, error_message="Cluster Admin is not granted")
         elif not kafka_topic_ok(t.name):
             entry.update(error_code=ErrorCode.invalid_topic_exception, error_message="invalid topic name")
+        elif kind is None:
+            entry.update(error_code=ErrorCode.invalid_config,
+                         error_message=f"{_TIMESTAMP_TYPE} must be one of {', '.join(TIMESTAMP_TYPES)}")
         elif ctx.broker.topics.exists(t.name):
             entry.update(error_code=ErrorCode.topic_already_exists, error_message=f"topic {t.name!r} exists")
         elif not b.validate_only:
             try:
-                ctx.broker.topics.create(t.name, queues, "rw")
+                ctx.broker.topics.create(t.name, queues, "rw", timestamp_type=kind)
             except TopicExistsError as exc:
                 entry.update(error_code=ErrorCode.topic_already_exists, error_message=exc.message)
             except BrokerError as exc:
@@ -72,11 +85,12 @@ def _config(name: str, value: str) -> dict[str, Any]:
             "synonyms": [], "config_type": 0, "documentation": None}
 
 
-def _topic_configs(ctx: KafkaContext) -> list[dict[str, Any]]:
+def _topic_configs(ctx: KafkaContext, name: str) -> list[dict[str, Any]]:
     store = ctx.broker.settings.store
     retention_ms = int(getattr(store, "retention_hours", 72) * 3600 * 1000)
+    kind = ctx.broker.topics.get(name).timestamp_type
     return [_config("cleanup.policy", "delete"), _config("retention.ms", str(retention_ms)),
-            _config("message.timestamp.type", "CreateTime"), _config("compression.type", "producer"),
+            _config(_TIMESTAMP_TYPE, kind), _config("compression.type", "producer"),
             _config("max.message.bytes", str(getattr(store, "max_message_bytes", 4 << 20)))]
 
 
@@ -96,7 +110,7 @@ async def describe_configs(ctx: KafkaContext, req: Request) -> dict[str, Any]:
             if not kafka_topic_ok(r.resource_name) or not ctx.broker.topics.exists(r.resource_name):
                 entry.update(error_code=ErrorCode.unknown_topic_or_partition, error_message="no such topic")
             else:
-                entry["configs"] = _topic_configs(ctx)
+                entry["configs"] = _topic_configs(ctx, r.resource_name)
         elif r.resource_type == _BROKER:
             entry["configs"] = _broker_configs(ctx)
         else:

@@ -102,7 +102,7 @@ def decode_request(frame: bytes | memoryview, session: dict[str, Any] | None = N
     """The request in ``frame`` (the bytes after the size prefix); KafkaProtocolError if it cannot be read."""
     key, version, _ = peek_header(frame)
     try:
-        cls = load_request_schema(key, version)
+        cls = _request_class(key, version)
     except KioIndexError as exc:
         raise KafkaProtocolError(f"no schema for api key {key} version {version}") from exc
     try:
@@ -113,6 +113,12 @@ def decode_request(frame: bytes | memoryview, session: dict[str, Any] | None = N
     return Request(key, version, header.correlation_id, header.client_id, body, {} if session is None else session)
 
 
+@functools.lru_cache(maxsize=None)
+def _request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@functools.lru_cache(maxsize=None)
 def response_class(api_key: int, version: int) -> type:
     return load_response_schema(api_key, version)
 
@@ -145,40 +151,62 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: Any, c
 # -- building kio dataclasses from dicts ------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def build(cls: type, values: dict[str, Any]) -> Any:
     """An instance of the ``kio`` dataclass ``cls`` from ``values``: nested dicts become nested
     entities, ints become error codes and timedeltas where the field wants them; a field this
     version does not have is dropped, a missing one takes its default (or zero, empty, None)."""
-    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name in values:
-            kwargs[f.name] = _convert(hints[f.name], values[f.name])
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            kwargs[f.name] = _zero(hints[f.name])
+    for name, convert, zero in _plan(cls):
+        if name in values:
+            kwargs[name] = convert(values[name])
+        elif zero is not None:
+            kwargs[name] = _zero(zero)
     return cls(**kwargs)
 
 
-def _convert(hint: Any, value: Any) -> Any:
-    if value is None:  # a version where the field is not nullable gets its zero
-        return None if type(None) in typing.get_args(hint) else _zero(hint)
-    target = _strip_optional(hint)
-    origin = typing.get_origin(target)
-    if origin is tuple:
-        item = typing.get_args(target)[0]
-        return tuple(_convert(item, v) for v in value)
+_Convert = typing.Callable[[Any], Any]
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(cls: type) -> tuple[tuple[str, _Convert, Any], ...]:
+    """Per field of ``cls``: its name, its value converter, and its type hint when it has no default."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, _converter(hints[f.name]), hints[f.name] if f.default is dataclasses.MISSING
+                  and f.default_factory is dataclasses.MISSING else None) for f in dataclasses.fields(cls))
+
+
+@functools.lru_cache(maxsize=None)
+def _converter(hint: Any) -> _Convert:
+    """A function turning a plain value into what a field of type ``hint`` holds (made once per type)."""
+    nullable = type(None) in typing.get_args(hint)
+    convert = _non_null(_strip_optional(hint))
+
+    def run(value: Any) -> Any:
+        if value is None:  # a version where the field is not nullable gets its zero
+            return None if nullable else _zero(hint)
+        return convert(value)
+    return run
+
+
+def _non_null(target: Any) -> _Convert:
+    if typing.get_origin(target) is tuple:
+        item = _converter(typing.get_args(target)[0])
+        return lambda value: tuple(map(item, value))
     if isinstance(target, type):
         if dataclasses.is_dataclass(target):
-            return value if isinstance(value, target) else build(target, value)
+            return lambda value: value if isinstance(value, target) else build(target, value)
         if issubclass(target, datetime.timedelta):
-            return value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+            return lambda value: value if isinstance(value, datetime.timedelta) else \
+                datetime.timedelta(milliseconds=value)
+        if issubclass(target, datetime.datetime):  # epoch milliseconds
+            return lambda value: value if isinstance(value, datetime.datetime) else \
+                datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
         if issubclass(target, enum.Enum):
-            return target(value)
+            return target
+    return _same
+
+
+def _same(value: Any) -> Any:
     return value
 
 

@@ -21,6 +21,7 @@ class BrokerParts(Protocol):
     topics: TopicManager
     groups: GroupManager
     writer: Any
+    gate: Any
     replication: Any
     waiters: Any
     settings: Any

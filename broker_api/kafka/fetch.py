@@ -14,14 +14,18 @@ import asyncio
 import time
 from typing import Any
 
+import numpy as np
+
 from store import GetStatus
 from store.pull import PullColumns
+
+from ..model.topics import LOG_APPEND_TIME as LOG_APPEND_TIME_TYPE
 
 from .codec import ErrorCode, Request, millis
 from .context import KafkaContext
 from .handlers import has_partition
-from .mapping import split_properties
-from .records import BatchWriter, plain_batch
+from .mapping import keys_only, split_properties, without_seq
+from .records import LOG_APPEND_TIME, BatchWriter, plain_batch
 
 __all__ = ["fetch", "page_batch"]
 
@@ -30,34 +34,63 @@ _WCRC_ONLY = b"WCRC\x01"  # a record whose properties hold only the store's chec
 _OUT_OF_RANGE = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW)
 
 
-def page_batch(page: Any) -> bytes:
-    """One RecordBatch of a page (PullColumns or PullBatch); b"" when it has no messages."""
+def page_batch(page: Any, log_append_time: bool = False) -> bytes:
+    """The RecordBatches of a page (PullColumns or PullBatch); b"" when it has no messages. The
+    record times are the born times, or with ``log_append_time`` the store times, one batch per
+    run of equal times flagged LOG_APPEND_TIME (a client reads every record's time from its batch)."""
     if isinstance(page, PullColumns):
-        n = len(page)
-        if not n:
-            return b""
-        props = page.properties.tobytes()
-        if not props or props.count(b"\x02") == props.count(_WCRC_ONLY) == props.count(b"\x01") == n:
-            # no record has properties other than the store's checksum: no key, no headers
-            return plain_batch(page.queue_offsets, page.born_timestamps, page.bodies, page.body_offsets)
-        offsets, born = page.queue_offsets.tolist(), page.born_timestamps.tolist()
-        bo, po = page.body_offsets.tolist(), page.property_offsets.tolist()
-        bodies = page.bodies.tobytes()
-        w = BatchWriter(offsets[0], born[0])
-        for i in range(n):
-            key, headers = split_properties(props[po[i]:po[i + 1]])
-            w.add(offsets[i], born[i], key, bodies[bo[i]:bo[i + 1]], headers)
-        return w.finish()
+        times = page.store_timestamps if log_append_time else page.born_timestamps
+        runs = _runs(times, log_append_time)
+        return b"".join(_columns_batch(page, times, lo, hi, log_append_time) for lo, hi in runs)
     batch = page.batch
-    offsets = batch.queue_offsets.tolist()
-    if not offsets:
-        return b""
-    born = batch.born_timestamps.tolist()
-    w = BatchWriter(offsets[0], born[0])
-    for i, (body, raw) in enumerate(zip(batch.bodies, batch.properties_raw)):
-        key, headers = split_properties(raw)
-        w.add(offsets[i], born[i], key, body, headers)
-    return w.finish()
+    times = batch.store_timestamps if log_append_time else batch.born_timestamps
+    bodies, raws = list(batch.bodies), list(batch.properties_raw)
+    offsets, stamps = batch.queue_offsets.tolist(), times.tolist()
+    out = []
+    for lo, hi in _runs(times, log_append_time):
+        w = BatchWriter(offsets[lo], stamps[lo])
+        for i in range(lo, hi):
+            key, headers = split_properties(raws[i])
+            w.add(offsets[i], stamps[i], key, bodies[i], headers)
+        out.append(w.finish(attributes=LOG_APPEND_TIME if log_append_time else 0))
+    return b"".join(out)
+
+
+def _runs(times: np.ndarray, split: bool) -> list[tuple[int, int]]:
+    """(lo, hi) row ranges: the whole page, or with ``split`` each run of equal times."""
+    n = len(times)
+    if not n:
+        return []
+    if not split:
+        return [(0, n)]
+    cuts = [0, *(np.flatnonzero(np.diff(times)) + 1).tolist(), n]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _columns_batch(page: PullColumns, times: np.ndarray, lo: int, hi: int, log_append_time: bool) -> bytes:
+    """Rows ``lo:hi`` of a column page as one batch: by numpy columns when no record has a key or
+    headers, else record by record."""
+    attributes = LOG_APPEND_TIME if log_append_time else 0
+    po = page.property_offsets
+    props = page.properties[po[lo]:po[hi]].tobytes() if len(page.properties) else b""
+    n = hi - lo
+    bare, bare_offsets = without_seq(props, po[lo:hi + 1].astype(np.int64) - int(po[lo]))
+    if not bare or bare.count(b"\x02") == bare.count(_WCRC_ONLY) == bare.count(b"\x01") == n:
+        # no record has properties other than the store's checksum: no key, no headers
+        return plain_batch(page.queue_offsets[lo:hi], times[lo:hi], page.bodies, page.body_offsets[lo:hi + 1],
+                           attributes)
+    keys = keys_only(bare, bare_offsets)
+    if keys is not None:
+        return plain_batch(page.queue_offsets[lo:hi], times[lo:hi], page.bodies, page.body_offsets[lo:hi + 1],
+                           attributes, keys)
+    offsets, stamps = page.queue_offsets[lo:hi].tolist(), times[lo:hi].tolist()
+    bo, starts = page.body_offsets[lo:hi + 1].tolist(), po[lo:hi + 1].tolist()
+    first, bodies = starts[0], page.bodies.tobytes()
+    w = BatchWriter(offsets[0], stamps[0])
+    for i in range(n):
+        key, headers = split_properties(props[starts[i] - first:starts[i + 1] - first])
+        w.add(offsets[i], stamps[i], key, bodies[bo[i]:bo[i + 1]], headers)
+    return w.finish(attributes=attributes)
 
 
 def _read(ctx: KafkaContext, topic: str, part: Any, limit: int, session: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +116,8 @@ def _read(ctx: KafkaContext, topic: str, part: Any, limit: int, session: dict[st
         return {**entry, "error_code": ErrorCode.offset_out_of_range}
     if page.status == GetStatus.CORRUPT_MESSAGE:
         return {**entry, "error_code": ErrorCode.corrupt_message}
-    return {**entry, "records": page_batch(page)}
+    log_append_time = ctx.broker.topics.get(topic).timestamp_type == LOG_APPEND_TIME_TYPE
+    return {**entry, "records": page_batch(page, log_append_time)}
 
 
 def _read_all(ctx: KafkaContext, req: Any, session: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:

@@ -5,6 +5,10 @@ acks = 0 stores and answers nothing (as Kafka); acks = 1 answers once the store 
 (a slave holds it). A batch from an idempotent producer (producer id >= 0) must carry the next
 sequence of its partition; a retried batch that was already stored is answered with its first
 offset and is not stored again (the last five batches per producer and partition are remembered).
+
+A batch whose records have no headers and either no keys or text keys is read by columns
+(record_columns.py) and handed to the store's column append with each record's own timestamp as
+its born time; other batches are stored one message per record (mapping.py).
 """
 
 from __future__ import annotations
@@ -14,15 +18,18 @@ import struct
 from dataclasses import replace
 from typing import Any
 
-from store import Message
+from store import Message, PutResult
+from store.columns import GroupRows
 from store.errors import DiskFullError, FlushTimeoutError, InvalidMessageError, MessageTooLargeError
 
 from ..errors import BrokerBusyError, PermissionDeniedError, SlaveReadOnlyError
+from ..model.topics import LOG_APPEND_TIME
 from .codec import ErrorCode, KafkaProtocolError, Request, decode_request
 from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import to_message
 from .producer_state import SEQ_PROPERTY, recover, stamp
+from .record_columns import RecordColumns, decode_columns
 from .records import Batch, decode_batches
 
 __all__ = ["produce", "refuse_legacy_produce"]
@@ -30,6 +37,7 @@ __all__ = ["produce", "refuse_legacy_produce"]
 log = logging.getLogger(__name__)
 _REMEMBERED = 5
 _INT32_MAX = (1 << 31) - 1
+_INLINE_COLUMN_MESSAGES = 20_000  # a bigger column put runs on the write pool even with ASYNC flush
 _ERRORS: list[tuple[type[BaseException], ErrorCode]] = [
     (MessageTooLargeError, ErrorCode.message_too_large),
     (InvalidMessageError, ErrorCode.invalid_record),
@@ -72,8 +80,8 @@ def _answer(body: Any, parts: dict[tuple[str, int], dict[str, Any]]) -> dict[str
 
 
 def _part(index: int, error: ErrorCode | int = 0, message: str | None = None, base_offset: int = -1,
-          log_start: int = -1) -> dict[str, Any]:
-    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": None,
+          log_start: int = -1, append_time: int | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": error, "base_offset": base_offset, "log_append_time": append_time,
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
@@ -82,6 +90,7 @@ async def _partition(ctx: KafkaContext, topic: str, index: int, records: bytes, 
     if not has_partition(ctx, topic, index):
         return _part(index, ErrorCode.unknown_topic_or_partition, f"topic {topic!r} has no partition {index}")
     try:
+        broker.replication.check_writable()
         broker.topics.for_produce(topic)
         batches = decode_batches(records)
         return await _store(ctx, topic, index, batches, acks)
@@ -94,7 +103,7 @@ async def _partition(ctx: KafkaContext, topic: str, index: int, records: bytes, 
 
 async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch], acks: int) -> dict[str, Any]:
     broker = ctx.broker
-    first = -1
+    first = appended = -1
     for batch in batches:
         if batch.control:
             continue
@@ -106,22 +115,28 @@ async def _store(ctx: KafkaContext, topic: str, index: int, batches: list[Batch]
         if duplicate is not None:  # a retry of a stored batch: answered, not stored again
             first = duplicate if first < 0 else first
             continue
-        messages = [to_message(topic, index, r) for r in batch.records]
-        if batch.producer_id >= 0 and messages:
-            seq = stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                        batch.base_sequence + batch.last_offset_delta)
-            messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
-        base = await _put(ctx, messages, acks)
+        seq = None if batch.producer_id < 0 else stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                                        batch.base_sequence + batch.last_offset_delta)
+        cols = decode_columns(batch.body, batch.count, batch.base_timestamp)
+        if cols is not None:
+            base, stored_at = await _put_columns(ctx, topic, index, cols, seq, acks)
+        else:
+            messages = [to_message(topic, index, r) for r in batch.records]
+            if seq is not None and messages:
+                messages[0] = replace(messages[0], properties={**messages[0].properties, SEQ_PROPERTY: seq})
+            base, stored_at = await _put(ctx, messages, acks)
         _remember(ctx, topic, index, batch, base)
-        first = base if first < 0 else first
+        first, appended = (base, stored_at) if first < 0 else (first, appended)
     lo, _ = broker.queue_range(topic, index)
-    return _part(index, 0, None, first, lo)
+    log_append_time = broker.topics.get(topic).timestamp_type == LOG_APPEND_TIME
+    return _part(index, 0, None, first, lo, appended if log_append_time and appended >= 0 else None)
 
 
-async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> int:
+async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> tuple[int, int]:
+    """The messages stored: (first offset, store time)."""
     broker = ctx.broker
     if not messages:
-        return -1
+        return -1, -1
     flushed = True
     try:
         results = await broker.writer.put(messages)
@@ -131,7 +146,27 @@ async def _put(ctx: KafkaContext, messages: list[Message], acks: int) -> int:
         status = await broker.replication.confirm(results, flushed)
         if status != "SEND_OK":
             raise _NotReplicated(status)
-    return int(results[0].queue_offset)
+    return int(results[0].queue_offset), int(results[0].store_timestamp)
+
+
+async def _put_columns(ctx: KafkaContext, topic: str, index: int, cols: RecordColumns, seq: str | None,
+                       acks: int) -> tuple[int, int]:
+    """The batch's records by columns, the idempotent producer's stamp on the first: (first offset, store time)."""
+    broker = ctx.broker
+    rows = [GroupRows(cols.born, None if seq is None else {SEQ_PROPERTY: seq})]
+    flushed = True
+    try:
+        (res,) = await broker.gate.run(broker.store.put_column_groups, topic, [(index, cols.bodies, cols.keys)],
+                                       None, None, rows, offload=len(cols) > _INLINE_COLUMN_MESSAGES)
+    except FlushTimeoutError as exc:  # stored; fdatasync did not confirm it in time
+        (res,), flushed = exc.results, False
+    if acks == -1:
+        last = PutResult("", topic, index, res.first_queue_offset + len(res) - 1, int(res.phy_offsets[-1]),
+                         int(res.sizes[-1]), res.store_timestamp)
+        status = await broker.replication.confirm([last], flushed)
+        if status != "SEND_OK":
+            raise _NotReplicated(status)
+    return int(res.first_queue_offset), int(res.store_timestamp)
 
 
 class _NotReplicated(BrokerBusyError):

@@ -28,9 +28,10 @@ import crc32c
 
 from .codec import KafkaProtocolError
 
-__all__ = ["Batch", "Record", "decode_batches", "BatchWriter", "HEADER"]
+__all__ = ["Batch", "Record", "decode_batches", "BatchWriter", "HEADER", "LOG_APPEND_TIME", "plain_batch"]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
+LOG_APPEND_TIME = 0x08  # the attributes bit: record times are the broker's append times
 _CRC_FROM = 21
 _XERIAL = b"\x82SNAPPY\x00"
 
@@ -48,7 +49,8 @@ class Record:
 
 @dataclass(slots=True)
 class Batch:
-    """One decoded batch: the fields the broker acts on, and its records."""
+    """One checked batch: the fields the broker acts on, and its uncompressed records' bytes
+    (read as :class:`Record` objects by ``records``, or by columns: record_columns.py)."""
 
     attributes: int
     last_offset_delta: int
@@ -57,7 +59,13 @@ class Batch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    records: list[Record]
+    count: int
+    body: bytes
+
+    @property
+    def records(self) -> list[Record]:
+        """The records, one object each; KafkaProtocolError when they are truncated or garbled."""
+        return _decode_records(self.body, self.count, self.base_timestamp)
 
     @property
     def transactional(self) -> bool:
@@ -69,7 +77,8 @@ class Batch:
 
 
 def decode_batches(data: bytes) -> list[Batch]:
-    """Every batch in a produce request's records field; KafkaProtocolError on a bad one."""
+    """Every batch in a produce request's records field, its CRC-32C checked and its records
+    decompressed (not yet decoded); KafkaProtocolError on a bad one."""
     out, pos = [], 0
     view = memoryview(data)
     while pos < len(data):
@@ -84,8 +93,7 @@ def decode_batches(data: bytes) -> list[Batch]:
         if crc32c.crc32c(view[pos + _CRC_FROM:end]) != f[4]:
             raise KafkaProtocolError("record batch CRC-32C does not match (CORRUPT_MESSAGE)")
         body = _decompress(f[5] & 0x7, bytes(view[pos + HEADER.size:end]))
-        records = _decode_records(body, f[12], f[7])
-        out.append(Batch(f[5], f[6], f[7], f[8], f[9], f[10], f[11], records))
+        out.append(Batch(f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], body))
         pos = end
     return out
 
@@ -247,10 +255,12 @@ class BatchWriter:
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
 
-    def finish(self, leader_epoch: int = 0, producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
-        """The batch bytes with its length and CRC-32C; ``producer`` = (id, epoch, base sequence)."""
+    def finish(self, leader_epoch: int = 0, producer: tuple[int, int, int] = (-1, -1, -1),
+               attributes: int = 0) -> bytes:
+        """The batch bytes with its length and CRC-32C; ``producer`` = (id, epoch, base sequence);
+        ``attributes`` LOG_APPEND_TIME when the timestamps are the broker's append times."""
         body = b"".join(self._parts)
-        head = HEADER.pack(self.base_offset, HEADER.size - 12 + len(body), leader_epoch, 2, 0, 0,
+        head = HEADER.pack(self.base_offset, HEADER.size - 12 + len(body), leader_epoch, 2, 0, attributes,
                            self.last_delta, self.base_timestamp, self.max_timestamp, *producer, self.count)
         crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
         return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
@@ -276,15 +286,19 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
     return ((x << 1) ^ (x >> 63)).astype(np.uint64)
 
 
-def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray) -> bytes:
-    """One uncompressed batch of records without keys or headers, built by columns (no Python
-    object per record): the same bytes as :class:`BatchWriter` ``add(offset, born, None, body, [])``."""
+def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray,
+                attributes: int = 0, keys: tuple[np.ndarray, np.ndarray] | None = None) -> bytes:
+    """One uncompressed batch of records without headers, built by columns (no Python object per
+    record): the same bytes as :class:`BatchWriter` ``add(offset, born, key, body, [])``. ``keys``:
+    (int64 lengths, -1 for a null key; the key bytes one after another), or None: every key null."""
     base_offset, base_ts = int(offsets[0]), int(born[0])
     bo = body_offsets.astype(np.int64)
     vlen = np.diff(bo)
-    ts, od, vl = _zigzag(born - base_ts), _zigzag(offsets - base_offset), _zigzag(vlen)
-    k_ts, k_od, k_vl = _varint_sizes(ts), _varint_sizes(od), _varint_sizes(vl)
-    rec_len = 1 + k_ts + k_od + 1 + k_vl + vlen + 1
+    klen = np.full(len(vlen), -1, np.int64) if keys is None else keys[0]
+    kbytes = np.maximum(klen, 0)
+    ts, od, kl, vl = _zigzag(born - base_ts), _zigzag(offsets - base_offset), _zigzag(klen), _zigzag(vlen)
+    k_ts, k_od, k_kl, k_vl = _varint_sizes(ts), _varint_sizes(od), _varint_sizes(kl), _varint_sizes(vl)
+    rec_len = 1 + k_ts + k_od + k_kl + kbytes + k_vl + vlen + 1
     rl = _zigzag(rec_len)
     k_rl = _varint_sizes(rl)
     size = k_rl + rec_len
@@ -293,20 +307,50 @@ def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_
     out = np.zeros(int(size.sum()), np.uint8)  # the attributes byte and the header count stay 0
     _put_varints(out, start, rl, k_rl)
     at = start + k_rl + 1
-    _put_varints(out, at, ts, k_ts)
-    at = at + k_ts
-    _put_varints(out, at, od, k_od)
-    at = at + k_od
-    out[at] = 1  # key length -1
-    at = at + 1
+    for value, k in ((ts, k_ts), (od, k_od), (kl, k_kl)):
+        _put_varints(out, at, value, k)
+        at = at + k
+    if keys is not None:
+        _place(out, at, kbytes, keys[1])
+    at = at + kbytes
     _put_varints(out, at, vl, k_vl)
-    at = at + k_vl
-    total = int(vlen.sum())
-    if total:
-        out[np.arange(total) + np.repeat(at - (bo[:-1] - bo[0]), vlen)] = bodies[bo[0]:bo[-1]]
+    _place(out, at + k_vl, vlen, bodies[bo[0]:bo[-1]])
     body = out.tobytes()
     last = int(offsets[-1]) - base_offset
-    head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, 0, last, base_ts, int(born.max()),
+    head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, attributes, last, base_ts, int(born.max()),
                        -1, -1, -1, len(offsets))
     crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
     return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
+
+
+def _place(out: np.ndarray, at: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
+    """Copy ``data`` into ``out`` as spans of ``lengths`` starting at ``at`` (increasing, disjoint)."""
+    total = int(lengths.sum())
+    if not total:
+        return
+    width = int(lengths[0])
+    if (lengths == width).all() and _strided_place(out, at, width, data):
+        return
+    if total * 8 < len(out):  # short spans (keys): an index per byte
+        out[np.arange(total) + np.repeat(at - (np.cumsum(lengths) - lengths), lengths)] = data
+        return
+    edges = np.zeros(len(out) + 1, np.int8)  # +1 where a span starts, -1 where it ends: a running sum marks them
+    edges[at] = 1
+    edges[at + lengths] -= 1
+    out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = data
+
+
+def _strided_place(out: np.ndarray, at: np.ndarray, width: int, data: np.ndarray) -> bool:
+    """Spans of one width written as a few strided copies (one per run of spans at one distance);
+    False (nothing written) when the runs are too short for that to pay."""
+    gaps = np.diff(at)
+    cuts = np.flatnonzero(gaps[1:] != gaps[:-1]) + 2  # a run starts where the gap changes
+    if len(cuts) * 8 > len(at):
+        return False
+    rows = data.reshape(len(at), width)
+    bounds = [0, *cuts.tolist(), len(at)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        step = int(gaps[lo]) if hi - lo > 1 else width
+        view = np.lib.stride_tricks.as_strided(out[int(at[lo]):], (hi - lo, width), (step, 1))
+        view[:] = rows[lo:hi]
+    return True

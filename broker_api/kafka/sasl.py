@@ -1,4 +1,4 @@
-"""SASL/PLAIN and SCRAM-SHA-256 (see scram.py) on the Kafka port, onto sparkmq's users and ACL (``[auth] enabled``).
+"""SASL/PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (see scram.py) on the Kafka port, onto sparkmq's users and ACL (``[auth] enabled``).
 
 A connection first sends SaslHandshake (v1, mechanism ``PLAIN``) and SaslAuthenticate with
 ``authzid \\0 user \\0 secret``; the user and secret are a sparkmq user's (``sparkmq acl user-add``),
@@ -17,7 +17,7 @@ from ..auth.authn import Authenticator, Principal
 from ..auth.users import User, UserStore
 from ..errors import AccessDeniedError, UnauthenticatedError
 from .codec import ErrorCode, Request
-from .scram import SCRAM_SHA_256, ScramExchange
+from .scram import SCRAM_MECHANISMS, ScramExchange
 
 __all__ = ["SaslGate", "SASL_HANDLERS", "PRE_AUTH_KEYS"]
 
@@ -65,7 +65,7 @@ class SaslGate:
 
 
 async def sasl_handshake(ctx: Any, req: Request) -> dict[str, Any]:
-    mechanisms = ["PLAIN", SCRAM_SHA_256] if ctx.sasl.enabled else []
+    mechanisms = ["PLAIN", *SCRAM_MECHANISMS] if ctx.sasl.enabled else []
     ok = req.body.mechanism in mechanisms
     if ok:
         req.session["mechanism"] = req.body.mechanism
@@ -77,7 +77,7 @@ async def sasl_authenticate(ctx: Any, req: Request) -> dict[str, Any]:
     """Answers the token; the server records the principal (``req.session``) on success."""
     token = bytes(req.body.auth_bytes)
     try:
-        if req.session.get("mechanism") == SCRAM_SHA_256:
+        if req.session.get("mechanism") in SCRAM_MECHANISMS:
             reply = _scram(ctx, req.session, token)
         else:
             req.session["principal"] = ctx.sasl.login(token)
@@ -95,7 +95,7 @@ def _scram(ctx: Any, session: dict[str, Any], token: bytes) -> bytes:
     """One SCRAM round: client-first (answered with the salt), then client-final (logs the user in)."""
     exchange = session.get("scram")
     if exchange is None:
-        exchange = session["scram"] = ScramExchange()
+        exchange = session["scram"] = ScramExchange(session["mechanism"])
         return exchange.first(token)
     user = ctx.sasl.user(exchange.user)
     reply = exchange.final(token, user)

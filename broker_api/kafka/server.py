@@ -22,6 +22,7 @@ from .admin import ADMIN_HANDLERS
 from .codec import (API_VERSIONS, API_VERSIONS_KEY, SIZE, ErrorCode, KafkaProtocolError, Request, build,
                     decode_request, encode_response, peek_header, response_class)
 from .context import BrokerParts, KafkaContext, Node
+from .fast_responses import FAST_RESPONSES
 from .fetch import fetch
 from .group_api import GROUP_HANDLERS
 from .groups import GroupCoordinator
@@ -164,6 +165,8 @@ class KafkaListener:
             body = await HANDLERS[key](self.ctx, req)
             if body is None:
                 return None
+            if key in FAST_RESPONSES:
+                return FAST_RESPONSES[key](version, correlation, body)
             return encode_response(key, version, correlation, build(response_class(key, version), body))
         except Exception:
             log.exception("kafka: api key %d v%d from %s failed", key, version, peer)

@@ -40,6 +40,7 @@ __all__ = [
     "GROUP_TOPIC_RULE",
     "PERMS",
     "SYSTEM_PREFIX",
+    "TIMESTAMP_TYPES",
     "TOPIC_NAME_MAX",
     "TOPIC_NAME_PATTERN",
     "TOPIC_NAME_RULE",
@@ -50,6 +51,8 @@ __all__ = [
 
 SYSTEM_PREFIX = "RMQ_SYS_"
 PERMS = ("rw", "r", "w", "")
+CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
+TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)  # Kafka's message.timestamp.type
 TOPIC_NAME_MAX = 127
 # The name rules, also the OpenAPI document's patterns (broker_api/http/contract.py): one definition.
 # Code matches them whole (fullmatch: "name\n" is no name); the document's ``$`` is ECMA's (the end).
@@ -91,19 +94,23 @@ class TopicConfig:
     queues: int
     perm: str = "rw"
     table: TableSpec = field(default_factory=TableSpec)
+    timestamp_type: str = CREATE_TIME  # Kafka's message.timestamp.type: what Fetch gives as record times
 
     def to_json(self) -> dict[str, Any]:
-        """As persisted and synced to slaves (``table`` only when the topic has one)."""
+        """As persisted and synced to slaves (``table`` and ``timestamp_type`` only when not the default)."""
         out: dict[str, Any] = {"name": self.name, "queues": self.queues, "perm": self.perm}
         if self.table.enabled:
             out["table"] = self.table.to_json()
+        if self.timestamp_type != CREATE_TIME:
+            out["timestamp_type"] = self.timestamp_type
         return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TopicConfig:
         """Read :meth:`to_json`'s shape; a missing ``table`` is mode off (raises TableSpecError if malformed)."""
         table = TableSpec.from_json(obj["table"]) if obj.get("table") is not None else TableSpec()
-        return cls(str(obj["name"]), int(obj["queues"]), str(obj.get("perm", "rw")), table)
+        return cls(str(obj["name"]), int(obj["queues"]), str(obj.get("perm", "rw")), table,
+                   str(obj.get("timestamp_type", CREATE_TIME)))
 
     @property
     def readable(self) -> bool:
@@ -217,10 +224,12 @@ class TopicManager:
         return cfg
 
     def create(self, name: str, queues: int, perm: str = "rw", *, exist_ok: bool = False,
-               table: TableSpec | None = None) -> TopicConfig:
+               table: TableSpec | None = None, timestamp_type: str = CREATE_TIME) -> TopicConfig:
         """Create a client topic; an identical existing one is returned when ``exist_ok``."""
         validate_topic_name(name)
-        return self._create(TopicConfig(name, queues, perm, table or TableSpec()), exist_ok)
+        if timestamp_type not in TIMESTAMP_TYPES:
+            raise BadRequestError(f"timestamp type {timestamp_type!r} is not one of {', '.join(TIMESTAMP_TYPES)}")
+        return self._create(TopicConfig(name, queues, perm, table or TableSpec(), timestamp_type), exist_ok)
 
     def set_table(self, name: str, table: TableSpec) -> TopicConfig:
         """Replace the table settings of client topic ``name`` (checked by the caller) and persist."""

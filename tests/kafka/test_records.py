@@ -7,13 +7,14 @@ import struct
 
 import cramjam
 import crc32c
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.records.readers import read_batch
 
 from broker_api.kafka.codec import KafkaProtocolError
-from broker_api.kafka.records import HEADER, BatchWriter, decode_batches
+from broker_api.kafka.records import HEADER, BatchWriter, decode_batches, plain_batch
 
 _record = st.tuples(st.integers(0, 5000), st.integers(-(10 ** 6), 10 ** 9), st.none() | st.binary(max_size=40),
                     st.binary(max_size=300),
@@ -67,3 +68,39 @@ def test_a_flipped_bit_or_a_short_batch_is_refused() -> None:
         decode_batches(bytes(raw))
     with pytest.raises(KafkaProtocolError):
         decode_batches(bytes(raw[:40]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2 ** 40), st.lists(st.tuples(st.integers(1, 3000), st.integers(-(10 ** 6), 10 ** 9),
+                                                  st.binary(max_size=300), st.none() | st.binary(max_size=20)),
+                                        min_size=1, max_size=40), st.booleans())
+def test_plain_batches_built_by_columns_equal_the_record_by_record_writer(base: int, rows: list[tuple],
+                                                                          with_keys: bool) -> None:
+    offsets = np.cumsum([base] + [gap for gap, *_ in rows[1:]]).astype(np.int64)
+    born = np.array([1_700_000_000_000 + ts for _, ts, _, _ in rows], np.int64)
+    body_offsets = np.cumsum([0] + [len(b) for _, _, b, _ in rows]).astype(np.int64)
+    bodies = np.frombuffer(b"".join(b for _, _, b, _ in rows), np.uint8)
+    keys = [k if with_keys else None for *_, k in rows]
+    key_cols = (np.array([-1 if k is None else len(k) for k in keys], np.int64),
+                np.frombuffer(b"".join(k or b"" for k in keys), np.uint8)) if with_keys else None
+    w = BatchWriter(int(offsets[0]), int(born[0]))
+    for offset, ts, key, (_, _, body, _) in zip(offsets.tolist(), born.tolist(), keys, rows):
+        w.add(offset, ts, key, body, [])
+    assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_long_plain_batches_of_equal_records_equal_the_record_by_record_writer(keyed: bool) -> None:
+    # equal bodies and keys in runs of one record size (a delta grows a varint byte at 64 and 8192):
+    # the strided placement path
+    n = 9000
+    offsets = np.arange(10, 10 + n, dtype=np.int64)
+    born = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 3
+    bodies = np.frombuffer(b"".join(bytes([i % 251]) * 100 for i in range(n)), np.uint8)
+    body_offsets = np.arange(n + 1, dtype=np.int64) * 100
+    keys = [b"key%05d" % i for i in range(n)] if keyed else [None] * n
+    key_cols = (np.full(n, 8, np.int64), np.frombuffer(b"".join(keys), np.uint8)) if keyed else None  # type: ignore[arg-type]
+    w = BatchWriter(10, int(born[0]))
+    for i in range(n):
+        w.add(10 + i, int(born[i]), keys[i], bodies[i * 100:(i + 1) * 100].tobytes(), [])
+    assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()

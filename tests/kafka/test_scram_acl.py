@@ -3,6 +3,7 @@ exactly the one permission it needs (Metadata hides topics the user may neither 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,33 @@ def test_scram_login_and_one_missing_permission_per_api(secured: tuple[KafkaBrok
     root = AdminClient(_conf(kafka, tokens["admin"]))
     assert _error_code(root.create_partitions([NewPartitions("orders", 2)])["orders"]) == 0
     assert set(root.list_topics(timeout=20).topics) >= {"orders", "secret"}
+
+
+def _auth_error(kafka: KafkaBroker, token: str, mechanism: str) -> Any:
+    """The first error a producer logging in with ``mechanism`` reports (None: it produced)."""
+    errors: list[Any] = []
+    p = ck.Producer(_conf(kafka, token, **{"sasl.mechanism": mechanism, "error_cb": errors.append,
+                                           "message.timeout.ms": 10000}))
+    out: list[Any] = []
+    p.produce("orders", b"512", partition=0, on_delivery=lambda err, _m: out.append(err))
+    deadline = time.monotonic() + 20
+    while not out and not errors and time.monotonic() < deadline:
+        p.poll(0.2)
+    return errors[0].code() if errors else out[0] if out else "no answer"
+
+
+def test_scram_sha512_logs_in_with_the_users_secret(secured: tuple[KafkaBroker, dict[str, str]],
+                                                    tmp_path: Path) -> None:
+    kafka, tokens = secured
+    assert _auth_error(kafka, tokens["all"], "SCRAM-SHA-512") is None
+    user, _, secret = tokens["all"].partition(":")
+    assert _auth_error(kafka, f"{user}:{secret}x", "SCRAM-SHA-512") == ck.KafkaError._AUTHENTICATION
+    # a user written before SHA-512 keys were stored: SCRAM-SHA-512 fails with a hint, SHA-256 works
+    users_path = tmp_path / "data" / "auth" / "users.json"  # where the fixture's users live
+    doc = json.loads(users_path.read_text())
+    del doc["users"]["all"]["key_sha512"]
+    users_path.write_text(json.dumps(doc))
+    time.sleep(0.6)  # the broker looks at the file at most every 0.25 s
+    assert _auth_error(kafka, tokens["all"], "SCRAM-SHA-512") == ck.KafkaError._AUTHENTICATION
+    assert "has no SHA-512 key" in kafka.proc.log_tail(50000)
+    assert _auth_error(kafka, tokens["all"], "SCRAM-SHA-256") is None
