@@ -24,6 +24,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from .records import uvarint
+
 __all__ = ["FAST_RESPONSES", "list_offsets_response"]
 
 _I32 = struct.Struct(">i")
@@ -33,22 +35,13 @@ _FLEXIBLE_FROM = 6
 _NO_TAGS = b"\0"
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _string(text: str, flexible: bool) -> bytes:
     raw = text.encode("utf-8")
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def list_offsets_response(version: int, correlation_id: int, body: dict[str, Any]) -> bytes:

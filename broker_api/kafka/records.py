@@ -209,15 +209,19 @@ def _headers(buf: bytes, pos: int, headers: list[tuple[str, bytes | None]]) -> i
     return pos
 
 
+def uvarint(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def zigzag(value: int) -> bytes:
     """``value`` as a zig-zag varint."""
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return uvarint((value << 1) ^ (value >> 63))
 
 
 _SMALL = [zigzag(i) for i in range(-1, 4096)]
