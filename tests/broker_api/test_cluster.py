@@ -144,13 +144,16 @@ def test_cli_produce_consume_through_namesrv(cluster: Cluster) -> None:
     addr = cluster.addr
     created = runner.invoke(app, ["topic", "create", "cli-ns", "--queues", "2", "--namesrv", addr])
     assert created.exit_code == 0 and "on broker-a" in created.output and "on broker-b" in created.output
-    lines = "".join(f"m{i}\n" for i in range(40))
+    # Free messages fill one queue per batch (at most 10,000 messages), then the next queue in turn:
+    # 25,000 lines are three batches at least, so both brokers' queues get some.
+    n = 25_000
+    lines = "".join(f"m{i}\n" for i in range(n))
     produced = runner.invoke(app, ["produce", "cli-ns", "--namesrv", addr], input=lines)
-    assert produced.exit_code == 0 and "produced 40 message(s)" in produced.output, produced.output
+    assert produced.exit_code == 0 and f"produced {n} message(s)" in produced.output, produced.output
     consumed = runner.invoke(app, ["consume", "cli-ns", "--group", "g", "--json"], env={"SPARKMQ_NAMESRV": addr})
     assert consumed.exit_code == 0, consumed.output
     msgs = [orjson.loads(x) for x in consumed.output.splitlines() if x.startswith("{")]
-    assert sorted(m["body"] for m in msgs) == sorted(f"m{i}" for i in range(40))
+    assert sorted(m["body"] for m in msgs) == sorted(f"m{i}" for i in range(n))
     assert {m["broker"] for m in msgs} == {"broker-a", "broker-b"}
     again = runner.invoke(app, ["consume", "cli-ns", "--group", "g", "--json", "--namesrv", addr])
     assert [x for x in again.output.splitlines() if x.startswith("{")] == []  # offsets committed per broker
