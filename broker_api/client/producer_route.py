@@ -23,6 +23,7 @@ batch is rarely held behind its queue's request in flight.
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import time
 import zlib
@@ -55,6 +56,8 @@ class _Known:
         for broker, qid in sorted(self.all_slots, reverse=True):  # the first broker name owning the queue wins
             self.by_queue[qid] = ((self.topic, broker, qid), True)
         self.keys_live = [((self.topic, b, q), False) for b, q in self.live]
+        if self.keys_live:  # each producer starts at a random queue, so short-lived ones do not pile on one
+            self.sticky = random.randrange(len(self.keys_live))
 
 
 class Placer:
@@ -83,7 +86,7 @@ class Placer:
         if known.keys_live and self._client.faults.empty():
             filling = known.filling
             if filling is not None and not filling.open:
-                known.sticky, known.filling = next(self._rr) % len(known.keys_live), None
+                known.sticky, known.filling = (known.sticky + 1) % len(known.keys_live), None  # the next queue
             return known.keys_live[known.sticky]
         return self.free(topic, frozenset())
 

@@ -83,7 +83,7 @@ def test_free_messages_fill_one_queue_per_batch_then_move_to_the_next(quick: Any
     with SparkMQClient(quick.url) as c:
         c.create_topic("sticky", queues=8)
     with Producer(quick.url, linger_ms=60_000) as p:  # only flush closes a batch
-        p.send("sticky", "warm")
+        warm = p.send("sticky", "warm")
         assert p.flush(30) == 0
         before = _ok_requests(quick.url)
         rounds = []
@@ -94,6 +94,8 @@ def test_free_messages_fill_one_queue_per_batch_then_move_to_the_next(quick: Any
     assert _ok_requests(quick.url) - before == 8  # one request per batch, not one per queue
     assert all(len(r) == 1 for r in rounds)  # a batch fills one queue
     assert set().union(*rounds) == set(range(8))  # batches go round robin over every queue
+    queues = [warm.result(0).queue_id] + [min(r) for r in rounds]
+    assert all(a != b for a, b in zip(queues, queues[1:])), queues  # each closed batch moves the next one on
 
 
 def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any) -> None:
