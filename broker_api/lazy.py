@@ -1,24 +1,8 @@
-"""Package attributes imported on first use, so the CLI and clients start without FastAPI."""
+"""Package attributes imported on first use, so the CLI and clients start without FastAPI (the one
+``lazy_getattr`` lives in ``connectors.lazy``; the broker's rooms import it from here)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Callable
-from typing import Any
+from connectors.lazy import lazy_getattr
 
 __all__ = ["lazy_getattr"]
-
-
-def lazy_getattr(package: str, names: dict[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` (PEP 562) for ``package``: ``names`` maps an attribute to its submodule."""
-
-    def __getattr__(name: str) -> Any:
-        module = names.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{module}", package), name)
-        setattr(sys.modules[package], name, value)  # later lookups skip this function
-        return value
-
-    return __getattr__
