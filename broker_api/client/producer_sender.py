@@ -308,12 +308,15 @@ class Accumulator:
         self._finish(batch, None, ProducerClosedError("the producer closed while a batch waited to be sent again"))
 
     def _finish(self, batch: Batch, results: list[SendResult] | None, error: BrokerError | None) -> None:
-        with self._cond:
-            if batch.sending:
+        """Free the batch's in-flight slot, report its outcomes, then stop counting it (flush waits on that)."""
+        if batch.sending:
+            with self._cond:
                 self._release(batch)
-            self._used -= sum(map(len, batch.bodies)) + _MESSAGE_OVERHEAD * len(batch)
-            self._unsent -= len(batch)
-            self._cond.notify_all()
+                self._cond.notify_all()
         if error is not None:
             log.debug("a batch of %d message(s) failed: %s", len(batch), error.message)
         batch.resolve(results, error)
+        with self._cond:
+            self._used -= sum(map(len, batch.bodies)) + _MESSAGE_OVERHEAD * len(batch)
+            self._unsent -= len(batch)
+            self._cond.notify_all()

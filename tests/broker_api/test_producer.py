@@ -56,6 +56,20 @@ def test_send_returns_futures_and_each_queue_keeps_send_order_with_many_in_fligh
             assert _bodies(c, "ordered", q) == [f"{q}:{i}" for i in range(q, 4_000, 4)]
 
 
+def test_flush_returns_only_after_every_callback_has_run(quick: Any) -> None:
+    seen: list[int] = []
+
+    def slow(result: SendResult | None, error: BrokerError | None) -> None:
+        time.sleep(0.002)  # a callback that takes a moment (a progress bar, a counter behind a lock)
+        seen.append(1 if error is None else 0)
+
+    with Producer(quick.url, linger_ms=1, batch_max_messages=100, max_in_flight=2) as p:
+        for i in range(500):
+            p.send("flushed", f"m{i}", callback=slow)
+        assert p.flush(30) == 0
+        assert len(seen) == 500 and all(seen)  # flush() is the point where every outcome was reported
+
+
 def test_keyed_and_free_messages_land_where_the_client_puts_them(quick: Any) -> None:
     with SparkMQClient(quick.url) as c:
         c.create_topic("keyed", queues=8)
