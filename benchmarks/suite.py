@@ -29,15 +29,11 @@ from typing import IO
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from benchmarks.areas import ALL_AREAS, AREAS, OPT_IN_AREAS
 from benchmarks.results import PHASE_PREFIX, Measure, load_measures
 
 __all__ = ["ALL_AREAS", "AREAS", "NAMES", "OPT_IN_AREAS", "SPECS", "BenchSpec", "BenchmarkFailed", "Outcome",
            "bench_command_line", "run_suite", "specs_for"]
-
-AREAS = ("store", "broker", "spark", "mirror")  # the default run: Python, Spark and redis-server only
-OPT_IN_AREAS = ("kafka", "failover", "tiered")  # only when named in --only: Java and Maven; 20 SIGKILLs (~10 min);
-# 1 GB written, uploaded to moto's S3 and read back twice through Spark (minutes)
-ALL_AREAS = AREAS + OPT_IN_AREAS
 
 
 @dataclass(frozen=True)

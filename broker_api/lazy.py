@@ -1,8 +1,8 @@
 """Package attributes imported on first use, so the CLI and clients start without FastAPI (the one
-``lazy_getattr`` lives in ``connectors.lazy``; the broker's rooms import it from here)."""
+``lazy_getattr`` lives in ``store.lazy``; the broker's rooms import it from here)."""
 
 from __future__ import annotations
 
-from connectors.lazy import lazy_getattr
+from store.lazy import lazy_getattr
 
 __all__ = ["lazy_getattr"]

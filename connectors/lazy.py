@@ -1,24 +1,8 @@
-"""Package attributes imported on first use (PEP 562), so importing one light module skips Delta Lake."""
+"""Package attributes imported on first use, so importing one light module skips Delta Lake (the one
+``lazy_getattr`` lives in ``store.lazy``, the lowest layer; connectors' packages import it from here)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Callable
-from typing import Any
+from store.lazy import lazy_getattr
 
 __all__ = ["lazy_getattr"]
-
-
-def lazy_getattr(package: str, names: dict[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``names`` maps an attribute to its submodule."""
-
-    def __getattr__(name: str) -> Any:
-        module = names.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{module}", package), name)
-        setattr(sys.modules[package], name, value)
-        return value
-
-    return __getattr__

@@ -123,6 +123,20 @@ def test_client_and_cli_load_without_fastapi(module: str) -> None:
     assert out.stdout.strip() == "ok"
 
 
+HEAVY_FOR_THE_CLI = ("numpy", "pyarrow", "fastapi", "uvicorn", "httpx", "pydantic_settings")
+
+
+def test_cli_loads_no_heavy_library() -> None:
+    """Issue 33: the CLI starts fast; its command modules load numpy, pyarrow, httpx, settings... when a command runs.
+
+    A regression test, not a timing test: ``sparkmq --help`` loaded all of these once (about 1.4 s of CPU).
+    """
+    code = f"import broker_api.cli, sys; print(sorted(m for m in {HEAVY_FOR_THE_CLI!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 ROOT_MODULES_MAX = 12
 
 

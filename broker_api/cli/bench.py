@@ -23,36 +23,24 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from benchmarks.machine import git_commit, machine_info, machine_short
-from benchmarks.suite import (
-    ALL_AREAS,
-    AREAS,
-    NAMES,
-    OPT_IN_AREAS,
-    Outcome,
-    bench_command_line,
-    run_suite,
-    specs_for,
-)
-from benchmarks.table import (
-    BlockMarkersMissing,
-    Row,
-    check_block,
-    markdown_table,
-    rewrite_block,
-)
+from benchmarks.areas import ALL_AREAS, AREAS, OPT_IN_AREAS
 
 from .common import fail, note
+
+if TYPE_CHECKING:
+    from benchmarks.suite import Outcome
+    from benchmarks.table import Row
 
 __all__ = ["bench_command"]
 
 
 def _parse_only(only: str) -> tuple[str, ...]:
+    from benchmarks.suite import NAMES
+
     asked = tuple(dict.fromkeys(a.strip() for a in only.split(",") if a.strip()))
     unknown = [a for a in asked if a not in ALL_AREAS and a not in NAMES]
     if unknown or not asked:
@@ -63,12 +51,18 @@ def _parse_only(only: str) -> tuple[str, ...]:
 
 
 def _rows(outcome: Outcome, quick: bool, machine: str) -> list[Row]:
+    from benchmarks.suite import bench_command_line, specs_for
+    from benchmarks.table import Row
+
     return [Row(spec.area, bench_command_line(spec.area, quick), m, machine)
             for spec in specs_for(ALL_AREAS) for m in outcome.measures.get(spec.name, [])]
 
 
 def _results_json(rows: list[Row], outcome: Outcome, options: dict[str, Any], info: dict[str, Any],
                   started: float) -> dict[str, Any]:
+    from benchmarks.machine import git_commit, machine_short
+    from benchmarks.suite import specs_for
+
     return {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "git": git_commit(),
@@ -84,6 +78,8 @@ def _results_json(rows: list[Row], outcome: Outcome, options: dict[str, Any], in
 
 
 def _block(rows: list[Row], results: dict[str, Any]) -> str:
+    from benchmarks.table import markdown_table
+
     git = results["git"]
     commit = f", commit `{git['commit'][:10]}`{' (with local changes)' if git['dirty'] else ''}" if git else ""
     quick = " with `--quick` (small sizes)" if results["options"]["quick"] else ""
@@ -111,6 +107,12 @@ def bench_command(
     Benchmarks the store, the broker vs Redis, Spark and the mirror; print the table.
     Opt-in: --only kafka measures sparkmq next to a real Kafka broker and Spark's Kafka source.
     """
+    from rich.console import Console
+
+    from benchmarks.machine import machine_info, machine_short
+    from benchmarks.suite import run_suite
+    from benchmarks.table import BlockMarkersMissing, check_block, rewrite_block
+
     areas = _parse_only(only)
     if docs is not None:
         try:

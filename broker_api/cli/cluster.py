@@ -3,21 +3,24 @@ controller (``sparkmq namesrv --controller``) each broker name's master, epoch, 
 
 from __future__ import annotations
 
-from typing import Any
-
 import time
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from ..client.auth import http_options
 from ..settings.addresses import parse_namesrv_addrs
 from .common import DEFAULT_URL, AsJson, Namesrv, Url, client_options, fail, print_json, print_table
+
+if TYPE_CHECKING:  # httpx loads when the command runs (each function that catches its errors imports it)
+    import httpx
 
 __all__ = ["cluster_command"]
 
 
 def _http() -> httpx.Client:
     """A client carrying the root options' credentials (--token) and CA (--ca-file)."""
+    import httpx
+
+    from ..client.auth import http_options
+
     o = client_options()
     try:
         return httpx.Client(timeout=5, **http_options(o.token, ca_file=o.ca_file))
@@ -26,6 +29,8 @@ def _http() -> httpx.Client:
 
 
 def _broker_ha(http: httpx.Client, url: str) -> dict[str, Any]:
+    import httpx
+
     try:
         return dict(http.get(f"{url}/v1/broker").json().get("ha") or {})
     except (httpx.HTTPError, ValueError) as exc:
@@ -33,6 +38,8 @@ def _broker_ha(http: httpx.Client, url: str) -> dict[str, Any]:
 
 
 def _brokers(http: httpx.Client, url: str, namesrv: str | None) -> list[dict[str, Any]]:
+    import httpx
+
     if not namesrv:
         info = http.get(f"{url}/v1/broker").json()
         return [{"cluster": info["cluster"], "broker_name": info["name"], "broker_id": info["broker_id"],
@@ -58,6 +65,8 @@ def _detail(ha: dict[str, Any]) -> str:
 
 def _controller_groups(http: httpx.Client, namesrv: str | None) -> list[dict[str, Any]]:
     """GET /v1/controller/groups from the first NameServer running a controller ([] when none does)."""
+    import httpx
+
     for base in parse_namesrv_addrs(namesrv) if namesrv else []:
         try:
             r = http.get(f"{base}/v1/controller/groups")
@@ -95,6 +104,8 @@ def cluster_command(as_json: AsJson = False, url: Url = DEFAULT_URL, namesrv: Na
 
       sparkmq cluster --url http://127.0.0.1:8081 --json
     """
+    import httpx
+
     with _http() as http:
         try:
             brokers = _brokers(http, url.rstrip("/"), namesrv)

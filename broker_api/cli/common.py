@@ -18,19 +18,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import click
 import orjson
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..client import BrokerUnreachableError, SparkMQClient
-from ..errors import BrokerError
+if TYPE_CHECKING:  # the client (httpx) and pydantic load when a command uses them, not for --help
+    from pydantic import ValidationError
+
+    from ..client import BrokerUnreachableError, SparkMQClient
 
 __all__ = [
     "DEFAULT_URL",
@@ -136,6 +137,9 @@ def client_options() -> ClientOptions:
 @contextmanager
 def open_client(url: str, namesrv: str | None) -> Iterator[SparkMQClient]:
     """A :class:`SparkMQClient` (``--namesrv`` wins over ``--url``); its errors exit 1 with one line."""
+    from ..client import BrokerUnreachableError, SparkMQClient
+    from ..errors import BrokerError
+
     o = client_options()
     try:
         with (SparkMQClient(namesrv=namesrv, token=o.token, ca_file=o.ca_file) if namesrv

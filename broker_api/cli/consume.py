@@ -14,16 +14,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 from rich.text import Text
 
-from ..client import BrokerUnreachableError, PullResult, SparkMQClient
-from ..errors import BrokerError
+from ..client import BrokerUnreachableError, PullResult
 from .common import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
 from .progress import ProgressBar
+
+if TYPE_CHECKING:
+    from ..client import SparkMQClient
+    from ..errors import BrokerError
 
 __all__ = ["consume"]
 

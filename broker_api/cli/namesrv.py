@@ -6,11 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from .common import check_listen_address, fail, note, validation_summary
-from ..auth import exposure_warning
-from ..settings.namesrv import load_namesrv_settings
 
 __all__ = ["namesrv_command"]
 
@@ -44,6 +41,11 @@ def namesrv_command(
 
       SPARKMQ_NAMESRV_AUTH_ENABLED=true sparkmq namesrv --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
+    from pydantic import ValidationError  # settings (pydantic) load only when the command runs
+
+    from ..auth import exposure_warning
+    from ..settings.namesrv import load_namesrv_settings
+
     try:
         settings = load_namesrv_settings(config, host=host, port=port,
                                          tls_certfile=str(ssl_certfile) if ssl_certfile else None,

@@ -15,11 +15,11 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..client import Producer, SendError, SendResult, SparkMQClient
+from ..client import SendError, SendResult
 from ..errors import BrokerError
 from .common import (
     DEFAULT_URL,
@@ -33,6 +33,9 @@ from .common import (
     say,
 )
 from .progress import ProgressBar, stderr_is_terminal
+
+if TYPE_CHECKING:
+    from ..client import SparkMQClient
 
 __all__ = ["produce"]
 
@@ -129,6 +132,8 @@ class _Outcomes:
 
 def _produce_async(url: str, namesrv: str | None, topic: str, key: str | None, tag: str | None,
                    queue: int | None, linger_ms: float, lines: Iterable[str], total: int | None, files: bool) -> None:
+    from ..client import Producer  # pyarrow and numpy load only for a streamed produce
+
     o, out, sent = client_options(), _Outcomes(), 0
     where: dict[str, Any] = {"namesrv": namesrv} if namesrv else {"endpoint": url}
     started = time.monotonic()

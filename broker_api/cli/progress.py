@@ -9,20 +9,10 @@ from __future__ import annotations
 
 import sys
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+if TYPE_CHECKING:  # rich.progress loads only when a bar is drawn
+    from rich.progress import Progress, ProgressColumn, TaskID
 
 __all__ = ["ProgressBar", "stderr_is_terminal"]
 
@@ -45,6 +35,9 @@ class ProgressBar:
         self._task: TaskID | None = None
         self.done = 0
         if enabled and stderr_is_terminal():
+            from rich.console import Console
+            from rich.progress import Progress
+
             self._progress = Progress(*_columns(total, unit), console=Console(stderr=True),
                                       redirect_stdout=False, redirect_stderr=False, transient=False)
             self._task = self._progress.add_task(description, total=total)
@@ -71,6 +64,15 @@ class ProgressBar:
 
 
 def _columns(total: int | None, unit: str) -> list[ProgressColumn]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     if total is None:
         return [SpinnerColumn(), TextColumn("{task.description}"),
                 TextColumn(f"{{task.completed:,.0f}} {unit}"), TimeElapsedColumn()]

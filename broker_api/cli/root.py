@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from .bench import bench_command
 from .cluster import cluster_command
@@ -46,8 +45,6 @@ from .table import table_app
 from .topic import topic_app
 from .namesrv import namesrv_command
 from .pop import ack_command, dlq_command, pop_command
-from ..auth import exposure_warning
-from ..settings.broker import load_settings
 
 __all__ = ["app", "main"]
 
@@ -118,7 +115,11 @@ def serve(
 
       SPARKMQ_AUTH__ENABLED=true sparkmq serve --ssl-certfile cert.pem --ssl-keyfile key.pem
     """
+    from pydantic import ValidationError  # settings (pydantic) and the server load only when serving
+
+    from ..auth import exposure_warning
     from ..server import serve as run_server
+    from ..settings.broker import load_settings
 
     flags = {"host": host, "port": port, "data_dir": str(data_dir) if data_dir else None, "log_level": log_level,
              "namesrv_addr": namesrv, "cluster": cluster, "name": broker_name, "broker_id": broker_id}

@@ -11,17 +11,15 @@ from __future__ import annotations
 import csv
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
-from pydantic import ValidationError
-
 
 from .common import fail, note, print_table, validation_summary
-from ..jsonfile import read_json
-from ..settings.broker import BrokerSettings, load_settings
-from ..model.topics import TopicConfig
+
+if TYPE_CHECKING:
+    from ..settings.broker import BrokerSettings
 
 __all__ = ["sql_command"]
 
@@ -52,6 +50,10 @@ def sql_command(
 
       sparkmq sql "SELECT region, sum(amount) FROM orders GROUP BY region"
     """
+    from pydantic import ValidationError  # settings (pydantic) load only when the command runs
+
+    from ..settings.broker import load_settings
+
     if as_json:
         output = "json"
     if output not in _FORMATS:
@@ -84,6 +86,9 @@ def sql_command(
 
 def _table_topics(settings: BrokerSettings) -> dict[str, str]:
     """SQL name -> table of every topic with a table in the data directory's topics.json (as the broker names them)."""
+    from ..jsonfile import read_json
+    from ..model.topics import TopicConfig
+
     root, out = settings.tables_root, {}
     for name, raw in read_json(settings.meta_path / "topics.json", {}).items():
         if TopicConfig.from_json({**raw, "name": name}).table.enabled:

@@ -9,8 +9,6 @@ from typing import Annotated
 
 import typer
 
-from store.verify import verify_commitlog
-
 from .common import AsJson, fail, note, print_json, say
 
 __all__ = ["store_app"]
@@ -60,6 +58,8 @@ def verify(
 
       sparkmq store verify ./data --json
     """
+    from store.verify import verify_commitlog  # the store (numpy) loads only when the command runs
+
     commitlog = _commitlog_dir(data_dir)
     running = _in_use(commitlog)
     if running:

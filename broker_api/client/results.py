@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ERROR_TABLE, BrokerError
+
+if TYPE_CHECKING:  # the results and errors load without httpx (the CLI's command modules name them)
+    import httpx
 
 __all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "busy_delay",
            "error_from_answer", "retryable", "unreachable_error"]
@@ -143,6 +144,8 @@ def busy_delay(exc: BrokerError, attempt: int, retries: int) -> float | None:
 def unreachable_error(method: str, url: str, broker: str | None, exc: httpx.HTTPError,
                       routed: bool) -> BrokerUnreachableError:
     """The error for a request that got no answer, naming the broker, its address and what is known."""
+    import httpx  # loaded already: ``exc`` came from it
+
     base = url.split("/v1")[0]
     who = f"broker {broker!r} at {base}" if broker else f"the broker at {base}"
     # a refused or timed-out connection sent nothing; anything later may have been stored

@@ -15,11 +15,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors.tables.spec import TableSpec
-from store import MessageStore
-from store.schedule import SCHEDULE_TOPIC, TIMER_TOPIC
+from store.schedule_names import SCHEDULE_TOPIC, TIMER_TOPIC
 
 from ..errors import (
     BadRequestError,
@@ -30,6 +29,9 @@ from ..errors import (
     TopicNotFoundError,
 )
 from ..jsonfile import read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from store import MessageStore
 
 __all__ = [
     "CLIENT_TOPIC_PATTERN",

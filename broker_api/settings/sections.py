@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from store.schedule import parse_levels
+from store.schedule_names import parse_levels
 
 __all__ = ["TransactionsSection", "DelaySection", "HASection", "HARole", "TablesSection", "RuntimeSection", "KafkaSection"]
 
