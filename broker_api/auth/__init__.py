@@ -12,34 +12,30 @@ The ASGI middleware that applies them to every request is
 
 from __future__ import annotations
 
-from .authn import Authenticator, Permission, Principal
-from .policy import ACTIONS, RESOURCE_TYPES, PolicyEntry, decide, parse_entry, parse_resource
-from .routes import broker_access
-from .signature import Credentials, derive_key, new_secret, parse_token, signed_headers
-from .users import AuthSnapshot, User, UserStore, check_user_name
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "ACTIONS",
-    "AuthSnapshot",
-    "Authenticator",
-    "Credentials",
-    "Permission",
-    "PolicyEntry",
-    "Principal",
-    "RESOURCE_TYPES",
-    "User",
-    "UserStore",
-    "broker_access",
-    "check_user_name",
-    "decide",
-    "derive_key",
-    "exposure_warning",
-    "new_secret",
-    "parse_entry",
-    "parse_resource",
-    "parse_token",
-    "signed_headers",
-]
+from ..lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from .authn import Authenticator, Permission, Principal
+    from .policy import ACTIONS, RESOURCE_TYPES, PolicyEntry, decide, parse_entry, parse_resource
+    from .routes import broker_access
+    from .signature import Credentials, derive_key, new_secret, parse_token, signed_headers
+    from .users import AuthSnapshot, User, UserStore, check_user_name
+
+# Each name loads its module on first use: a client signing requests needs only .signature.
+_WHERE: dict[str, str] = {
+    **dict.fromkeys(("Authenticator", "Permission", "Principal"), "authn"),
+    **dict.fromkeys(("ACTIONS", "RESOURCE_TYPES", "PolicyEntry", "decide", "parse_entry", "parse_resource"),
+                    "policy"),
+    "broker_access": "routes",
+    **dict.fromkeys(("Credentials", "derive_key", "new_secret", "parse_token", "signed_headers"), "signature"),
+    **dict.fromkeys(("AuthSnapshot", "User", "UserStore", "check_user_name"), "users"),
+}
+
+__getattr__ = lazy_getattr(__name__, _WHERE)
+
+__all__ = sorted([*_WHERE, "exposure_warning"])  # the face: the lazily loaded names above and exposure_warning
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

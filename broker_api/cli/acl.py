@@ -15,12 +15,14 @@ NameServer applies the change within about a second.  ::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..auth import UserStore, parse_entry
 from .common import AsJson, fail, note, print_json, print_table, say
+
+if TYPE_CHECKING:
+    from ..auth import UserStore
 
 __all__ = ["acl_app", "user_app"]
 
@@ -35,6 +37,8 @@ AuthDir = Annotated[Path | None, typer.Option(
 
 
 def _store(data_dir: Path, auth_dir: Path | None) -> UserStore:
+    from ..auth import UserStore  # the users file loads when a command runs
+
     return UserStore(auth_dir if auth_dir is not None else data_dir / "auth")
 
 
@@ -92,6 +96,8 @@ def acl_grant(
     auth_dir: AuthDir = None,
 ) -> None:
     """Allow (or with --deny refuse) actions on a resource; the most specific matching entry decides."""
+    from ..auth import parse_entry
+
     try:
         entry = parse_entry({"resource": resource, "actions": actions, "decision": "deny" if deny else "allow"})
         _store(data_dir, auth_dir).grant(user, entry)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..settings.addresses import parse_namesrv_addrs
 from .common import DEFAULT_URL, AsJson, Namesrv, Url, client_options, fail, print_json, print_table
 
-if TYPE_CHECKING:  # httpx loads when the command runs (each function that catches its errors imports it)
+if TYPE_CHECKING:  # httpx loads when the command runs: each function that uses it imports it
     import httpx
 
 __all__ = ["cluster_command"]
@@ -40,6 +39,8 @@ def _broker_ha(http: httpx.Client, url: str) -> dict[str, Any]:
 def _brokers(http: httpx.Client, url: str, namesrv: str | None) -> list[dict[str, Any]]:
     import httpx
 
+    from ..settings.addresses import parse_namesrv_addrs
+
     if not namesrv:
         info = http.get(f"{url}/v1/broker").json()
         return [{"cluster": info["cluster"], "broker_name": info["name"], "broker_id": info["broker_id"],
@@ -66,6 +67,8 @@ def _detail(ha: dict[str, Any]) -> str:
 def _controller_groups(http: httpx.Client, namesrv: str | None) -> list[dict[str, Any]]:
     """GET /v1/controller/groups from the first NameServer running a controller ([] when none does)."""
     import httpx
+
+    from ..settings.addresses import parse_namesrv_addrs
 
     for base in parse_namesrv_addrs(namesrv) if namesrv else []:
         try:

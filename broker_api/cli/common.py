@@ -20,12 +20,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import click
 import orjson
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # the client (httpx) and pydantic load when a command uses them, not for --help
@@ -69,13 +67,13 @@ def _one_line(message: str) -> str:
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: message`` as one line on stderr and exit ``code``."""
-    click.echo(click.style("error:", fg="red", bold=True) + " " + _one_line(message), err=True)
+    typer.echo(typer.style("error:", fg="red", bold=True) + " " + _one_line(message), err=True)
     raise typer.Exit(code)
 
 
 def note(message: str) -> None:
     """A status line for people (counts, summaries) on stderr, unwrapped."""
-    click.echo(_one_line(message), err=True)
+    typer.echo(_one_line(message), err=True)
 
 
 def validation_summary(exc: ValidationError) -> str:
@@ -159,6 +157,8 @@ def _is_number(value: Any) -> bool:
 
 def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
     """A titled table on stdout; columns whose values are all numbers are right-aligned."""
+    from rich.table import Table  # loads with the first table, not for --help
+
     materialized = [list(row) for row in rows]
     if title:
         console.print(f"[bold]{escape(title)}[/]", soft_wrap=True)

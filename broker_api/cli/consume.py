@@ -20,12 +20,11 @@ import orjson
 import typer
 from rich.text import Text
 
-from ..client import BrokerUnreachableError, PullResult
 from .common import DEFAULT_URL, Namesrv, Url, console, fail, note, open_client
 from .progress import ProgressBar
 
-if TYPE_CHECKING:
-    from ..client import SparkMQClient
+if TYPE_CHECKING:  # the client loads when the command runs (open_client), not for --help
+    from ..client import PullResult, SparkMQClient
     from ..errors import BrokerError
 
 __all__ = ["consume"]
@@ -186,6 +185,8 @@ class _Tail:
 
     def _round(self, limit: int, idle_wait: int) -> int:
         """One pull per queue (long-polling only while nothing arrived this round); returns messages printed."""
+        from ..client import BrokerUnreachableError
+
         got = 0
         many = self._c.routed
         self._advanced = False
@@ -234,6 +235,8 @@ class _Tail:
 
     def commit(self) -> None:
         """Commit the group's positions (no-op without a group)."""
+        from ..client import BrokerUnreachableError
+
         if not self._group:
             return
         per_broker: dict[str, dict[int, int]] = {}

@@ -12,14 +12,16 @@ counts to stderr (``cli/common.py``).
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
 from rich.text import Text
 
-from ..client import DeadLetter, PopMessage
 from .common import DEFAULT_URL, AsJson, Namesrv, Url, console, fail, note, open_client, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..client import DeadLetter, PopMessage
 
 __all__ = ["ack_command", "dlq_command", "pop_command"]
 

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..client import SendError, SendResult
-from ..errors import BrokerError
 from .common import (
     DEFAULT_URL,
     Namesrv,
@@ -34,8 +32,9 @@ from .common import (
 )
 from .progress import ProgressBar, stderr_is_terminal
 
-if TYPE_CHECKING:
-    from ..client import SparkMQClient
+if TYPE_CHECKING:  # the client loads when the command runs, not for --help
+    from ..client import SendResult, SparkMQClient
+    from ..errors import BrokerError
 
 __all__ = ["produce"]
 
@@ -133,6 +132,7 @@ class _Outcomes:
 def _produce_async(url: str, namesrv: str | None, topic: str, key: str | None, tag: str | None,
                    queue: int | None, linger_ms: float, lines: Iterable[str], total: int | None, files: bool) -> None:
     from ..client import Producer  # pyarrow and numpy load only for a streamed produce
+    from ..errors import BrokerError
 
     o, out, sent = client_options(), _Outcomes(), 0
     where: dict[str, Any] = {"namesrv": namesrv} if namesrv else {"endpoint": url}
@@ -205,6 +205,8 @@ class _Sent:
 
 
 def _send_all(c: SparkMQClient, topic: str, messages: Iterable[dict[str, Any]], total: int | None) -> _Sent:
+    from ..client import SendError
+
     sent = _Sent()
     bulk = total is None and not sys.stdin.isatty() or (total or 0) > _SHOW_RESULTS
     batch: list[dict[str, Any]] = []
