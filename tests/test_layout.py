@@ -123,7 +123,7 @@ def test_client_and_cli_load_without_fastapi(module: str) -> None:
     assert out.stdout.strip() == "ok"
 
 
-HEAVY_FOR_THE_CLI = ("numpy", "pyarrow", "fastapi", "uvicorn", "httpx", "pydantic_settings")
+HEAVY_FOR_THE_CLI = ("numpy", "pyarrow", "fastapi", "uvicorn", "httpx", "pydantic", "pydantic_settings")
 
 
 def test_cli_loads_no_heavy_library() -> None:
