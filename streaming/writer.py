@@ -41,13 +41,14 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import BrokerClient
 from .errors import OptionError, SinkConflictError
-from .options import WriterOptions
+from .options import ClientConfig, WriterOptions
 from .sink_commit import SinkCommitMessage, per_broker
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from .client import BrokerClient
 
 __all__ = [
     "SinkCommitMessage",
@@ -111,6 +112,14 @@ def _write_task(opts: WriterOptions, iterator: Iterator[pa.RecordBatch]) -> Sink
     return write_task(opts, iterator)
 
 
+def _client(config: ClientConfig) -> BrokerClient:
+    """A commit's client; imported here, so the write planner (which only checks options and
+    the schema) loads no HTTP code."""
+    from .client import BrokerClient
+
+    return BrokerClient(config)
+
+
 class SparkMQStreamWriter(DataSourceStreamArrowWriter):
     """writeStream: transactional halves per task, one idempotent commit per batch."""
 
@@ -123,7 +132,7 @@ class SparkMQStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         for broker, config, txids in per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+            with _client(config) as client:
                 self._commit_on(client, broker, batchId, txids)
 
     def _commit_on(self, client: BrokerClient, broker: str, batchId: int, txids: list[str]) -> None:
@@ -143,7 +152,7 @@ class SparkMQStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         for _broker, config, txids in per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+            with _client(config) as client:
                 client.abort_sink_batch(self.sink_id, batchId, txids)
 
 
@@ -159,10 +168,10 @@ class SparkMQBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         for _broker, config, txids in per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+            with _client(config) as client:
                 client.commit_sink_batch(self.sink_id, 0, txids)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         for _broker, config, txids in per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+            with _client(config) as client:
                 client.abort_sink_batch(self.sink_id, 0, txids)

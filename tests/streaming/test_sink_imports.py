@@ -38,6 +38,7 @@ def test_unpickling_the_sink_imports_no_reader_side(module: str) -> None:
     loaded = _loaded_after(module)
     assert "streaming.writer" in loaded and "streaming.sink_commit" in loaded
     assert loaded.isdisjoint(READER_SIDE + TASK_SIDE), sorted(loaded & set(READER_SIDE + TASK_SIDE))
+    assert "streaming.client" not in loaded and "http.client" not in loaded  # the planner sends nothing
 
 
 def test_the_commit_runner_loads_no_arrow() -> None:
