@@ -80,7 +80,7 @@ def prefer_installed_pyspark(spark: Any) -> bool:
     """
     try:
         environment = spark.sparkContext.environment
-    except Exception:  # Spark Connect: no SparkContext on the client
+    except (AttributeError, NotImplementedError):  # Spark Connect: no SparkContext on the client
         return False
     entries = [e for e in environment.get("PYTHONPATH", "").split(os.pathsep) if e]
     if WORKER_PATH not in entries:

@@ -125,7 +125,7 @@ class _Session:
     @property
     def sparkContext(self) -> Any:
         if self._environment is None:
-            raise RuntimeError("Spark Connect has no SparkContext")
+            raise NotImplementedError("Spark Connect has no SparkContext")  # PySparkNotImplementedError
         return SimpleNamespace(environment=self._environment)
 
 
