@@ -18,16 +18,18 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from .errors import BrokerRequestError, BrokerUnavailableError, TopicNotFoundError
 from .health import BrokerHealth
 from .offsets import QueueRange
 from .options import ClientConfig
 from .transport import ConnectFailed, Reply, TransportFailed, open_transport
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["BrokerClient", "Page", "ARROW_MIME"]
 
@@ -240,6 +242,8 @@ class BrokerClient:
             "GET", f"/v1/topics/{topic}/queues/{queue_id}/messages",
             params=params, headers={"Accept": ARROW_MIME},
         )
+        import pyarrow as pa  # here, not at the top: the driver's sink commit needs no Arrow
+
         h = resp.headers
         table = pa.ipc.open_stream(resp.content).read_all()
         return Page(
@@ -301,6 +305,8 @@ class BrokerClient:
             params["transaction_id"] = transaction_id
         elif transactional:
             params["transactional"] = "true"
+        import pyarrow as pa
+
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)

@@ -24,10 +24,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql.datasource import WriterCommitMessage
 
 from .client import BrokerClient
 from .errors import BrokerUnavailableError, SinkError, SparkMQError
@@ -35,25 +33,12 @@ from .health import BrokerHealth
 from .namesrv import BrokerRoute
 from .options import ClientConfig, WriterOptions
 from .routing import Placement, TopicRouter, free_rows, place
+from .sink_commit import SinkCommitMessage
 
 __all__ = ["SinkCommitMessage", "TaskSender", "produce_tables", "write_task"]
 
 log = logging.getLogger("sparkmq.streaming")
 _MASTER_POLL_S = 0.25
-
-
-@dataclass
-class SinkCommitMessage(WriterCommitMessage):
-    """What one task wrote: its open transactions (one per topic) and row count.
-
-    With ``namesrv``, ``per_broker`` maps broker address → transaction ids and
-    ``broker_names`` address → broker name; ``transaction_ids`` is then empty.
-    """
-
-    transaction_ids: list[str] = field(default_factory=list)
-    rows: int = 0
-    per_broker: dict[str, list[str]] = field(default_factory=dict)
-    broker_names: dict[str, str] = field(default_factory=dict)
 
 
 class TaskSender:

@@ -7,6 +7,7 @@ writer side only.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -66,6 +67,35 @@ class SparkMQDataSource(DataSource):
         return SparkMQStreamWriter(opts, stream_sink_id(opts, self.options))
 
 
-def register(spark: Any) -> None:
-    """Register the ``sparkmq`` format on this SparkSession."""
+WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workerpath")
+
+
+def prefer_installed_pyspark(spark: Any) -> bool:
+    """Let the Python processes Spark starts from now on import an installed PySpark's bytecode.
+
+    Puts :data:`WORKER_PATH` (whose ``sitecustomize`` drops a pip-installed PySpark's own
+    ``pyspark.zip`` from ``sys.path``) on the ``PYTHONPATH`` of the session's
+    ``SparkContext.environment``, which Spark hands to the processes of the data sources and
+    UDFs defined afterwards. False (nothing done) for a Spark Connect session.
+    """
+    try:
+        environment = spark.sparkContext.environment
+    except (AttributeError, NotImplementedError):  # Spark Connect: no SparkContext on the client
+        return False
+    entries = [e for e in environment.get("PYTHONPATH", "").split(os.pathsep) if e]
+    if WORKER_PATH not in entries:
+        environment["PYTHONPATH"] = os.pathsep.join([WORKER_PATH, *entries])
+    return True
+
+
+def register(spark: Any, *, installed_pyspark: bool = True) -> None:
+    """Register the ``sparkmq`` format on this SparkSession.
+
+    ``installed_pyspark`` (default True): the Python processes Spark starts for the source and
+    sink (and for data sources and UDFs defined after this call) import a pip-installed PySpark
+    from its package, with bytecode, instead of compiling it again from ``pyspark.zip``; see
+    :func:`prefer_installed_pyspark`. A PySpark from a Spark distribution is used as before.
+    """
+    if installed_pyspark:
+        prefer_installed_pyspark(spark)
     spark.dataSource.register(SparkMQDataSource)

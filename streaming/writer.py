@@ -33,26 +33,28 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
 
-from .client import BrokerClient
 from .errors import OptionError, SinkConflictError
 from .options import ClientConfig, WriterOptions
-from .sending import SinkCommitMessage, produce_tables, write_task
+from .sink_commit import SinkCommitMessage, per_broker
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .client import BrokerClient
 
 __all__ = [
     "SinkCommitMessage",
     "SparkMQStreamWriter",
     "SparkMQBatchWriter",
     "validate_input_schema",
-    "produce_tables",
 ]
 
 log = logging.getLogger("sparkmq.streaming")
@@ -89,31 +91,6 @@ def validate_input_schema(schema: Any, opts: WriterOptions) -> None:
                           "not both: both name the queue a row goes to")
 
 
-def _txids(messages: list[WriterCommitMessage | None]) -> list[str]:
-    return [t for m in messages if isinstance(m, SinkCommitMessage) for t in m.transaction_ids]
-
-
-def _per_broker(
-    opts: WriterOptions, messages: list[WriterCommitMessage | None]
-) -> list[tuple[str, ClientConfig, list[str]]]:
-    """(broker name, client config, transaction ids) for each broker the batch wrote to."""
-    if not opts.client.routed:
-        return [("", opts.client, _txids(messages))]
-    merged: dict[str, list[str]] = {}
-    names: dict[str, str] = {}
-    for m in messages:
-        if isinstance(m, SinkCommitMessage):
-            names.update(m.broker_names)
-            for address, txids in m.per_broker.items():
-                merged.setdefault(address, []).extend(txids)
-    return [
-        (names.get(addr, addr),
-         ClientConfig((addr,), opts.client.timeout_s, broker=names.get(addr, ""), trust=opts.client.trust),
-         sorted(txids))
-        for addr, txids in sorted(merged.items(), key=lambda kv: names.get(kv[0], kv[0]))
-    ]
-
-
 def stream_sink_id(opts: WriterOptions, options: Any) -> str:
     """``sinkId`` option, else derived from the checkpoint location."""
     if opts.sink_id:
@@ -127,6 +104,22 @@ def stream_sink_id(opts: WriterOptions, options: Any) -> str:
     return "ckpt-" + hashlib.sha256(str(checkpoint).encode()).hexdigest()[:24]
 
 
+def _write_task(opts: WriterOptions, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    """An executor task's sends; imported here, so the driver's planner and commit runner
+    (which unpickle this module too) never load pyarrow and the task's sending code."""
+    from .sending import write_task
+
+    return write_task(opts, iterator)
+
+
+def _client(config: ClientConfig) -> BrokerClient:
+    """A commit's client; imported here, so the write planner (which only checks options and
+    the schema) loads no HTTP code."""
+    from .client import BrokerClient
+
+    return BrokerClient(config)
+
+
 class SparkMQStreamWriter(DataSourceStreamArrowWriter):
     """writeStream: transactional halves per task, one idempotent commit per batch."""
 
@@ -135,11 +128,11 @@ class SparkMQStreamWriter(DataSourceStreamArrowWriter):
         self.sink_id = sink_id
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return write_task(self._opts, iterator)
+        return _write_task(self._opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        for broker, config, txids in _per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+        for broker, config, txids in per_broker(self._opts, messages):
+            with _client(config) as client:
                 self._commit_on(client, broker, batchId, txids)
 
     def _commit_on(self, client: BrokerClient, broker: str, batchId: int, txids: list[str]) -> None:
@@ -158,8 +151,8 @@ class SparkMQStreamWriter(DataSourceStreamArrowWriter):
                      "rolled back", self.sink_id, batchId, on, len(txids))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        for _broker, config, txids in _per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+        for _broker, config, txids in per_broker(self._opts, messages):
+            with _client(config) as client:
                 client.abort_sink_batch(self.sink_id, batchId, txids)
 
 
@@ -171,14 +164,14 @@ class SparkMQBatchWriter(DataSourceArrowWriter):
         self.sink_id = f"batch-{uuid.uuid4().hex}"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return write_task(self._opts, iterator)
+        return _write_task(self._opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        for _broker, config, txids in _per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+        for _broker, config, txids in per_broker(self._opts, messages):
+            with _client(config) as client:
                 client.commit_sink_batch(self.sink_id, 0, txids)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        for _broker, config, txids in _per_broker(self._opts, messages):
-            with BrokerClient(config) as client:
+        for _broker, config, txids in per_broker(self._opts, messages):
+            with _client(config) as client:
                 client.abort_sink_batch(self.sink_id, 0, txids)

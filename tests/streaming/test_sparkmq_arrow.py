@@ -11,7 +11,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from streaming.errors import SinkError
 from streaming.options import Columns
 from streaming.schema import ARROW_SCHEMA, arrow_schema, page_to_batch, spark_schema
-from streaming.writer import produce_tables
+from streaming.sending import produce_tables
 
 MS = pa.timestamp("ms", tz="UTC")
 
