@@ -37,7 +37,10 @@ def group_env(ns: NamesrvProcess, role: str, **extra: str) -> dict[str, str]:
             "SPARKMQ_BROKER__NAMESRV_ADDR": f"127.0.0.1:{ns.port}", "SPARKMQ_HA__ROLE": role,
             "SPARKMQ_HA__SLAVE_TIMEOUT_MS": "3000", "SPARKMQ_HA__HEARTBEAT_INTERVAL_S": "1",
             "SPARKMQ_HA__RECONNECT_MAX_S": "0.5", "SPARKMQ_HA__METADATA_SYNC_INTERVAL_S": "1",
-            "SPARKMQ_BROKER__LOG_LEVEL": "info", **extra}
+            "SPARKMQ_BROKER__LOG_LEVEL": "info",
+            # heartbeats well inside an async master's lease (the master timeout minus one heartbeat), so
+            # one late heartbeat on a loaded machine does not fence the master between a test's sends
+            "SPARKMQ_HA__CONTROLLER_HEARTBEAT_INTERVAL_S": "0.3", **extra}
 
 
 def group(ns: NamesrvProcess) -> dict[str, Any]:
@@ -140,11 +143,8 @@ def test_master_killed_under_sync_writes_the_slave_takes_over_and_every_send_ok_
 
 def test_old_async_master_rejoins_and_cuts_only_its_unreplicated_tail(
         broker_factory: Callable[..., Any], controller: NamesrvProcess) -> None:
-    # heartbeats well inside the lease (master timeout minus one heartbeat), so a loaded machine's late
-    # heartbeat does not fence the master between the sends
     master, slave = start_group(broker_factory, controller, "async_master",
-                                SPARKMQ_HA__MAX_TIME_SLAVE_NOT_CATCHUP_S="30",
-                                SPARKMQ_HA__CONTROLLER_HEARTBEAT_INTERVAL_S="0.3")
+                                SPARKMQ_HA__MAX_TIME_SLAVE_NOT_CATCHUP_S="30")
     assert send_or_why(master.url, [f"early{i}" for i in range(100)]) == "SEND_OK"
     wait_for(lambda: len(bodies_on(slave.url)) == 100, 20, "the slave to hold the early messages")
     assert slave.proc is not None and master.proc is not None

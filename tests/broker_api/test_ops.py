@@ -98,12 +98,20 @@ def test_sigterm_shuts_down_cleanly(fast_broker: Any) -> None:
     with httpx.Client(base_url=b.url) as c:
         _fill(c, "t", 5)
         c.put("/v1/groups/g/offsets", json={"topic": "t", "offsets": {"0": 5}})
-        parked: list[int] = []
-        t = threading.Thread(target=lambda: parked.append(
-            httpx.get(b.url + "/v1/topics/t/queues/0/messages", params={"offset": 5, "wait_ms": 30000},
-                      timeout=60).status_code))
+        parked: list[int | str] = []
+
+        def pull() -> None:
+            try:
+                parked.append(httpx.get(b.url + "/v1/topics/t/queues/0/messages",
+                                        params={"offset": 5, "wait_ms": 30000}, timeout=60).status_code)
+            except httpx.HTTPError as exc:
+                parked.append(repr(exc))
+
+        t = threading.Thread(target=pull)
         t.start()
-        time.sleep(0.3)
+        deadline = time.monotonic() + 20
+        while c.get("/v1/broker").json()["parked_pulls"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the pull is parked at the broker before the SIGTERM
     started = time.monotonic()
     assert b.stop() == 0
     assert time.monotonic() - started < 10  # the parked pull did not hold the shutdown for 30 s
