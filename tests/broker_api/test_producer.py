@@ -25,6 +25,7 @@ from broker_api.client import (
     SendResult,
     SparkMQClient,
 )
+from broker_api.client import producer_sender
 from broker_api.errors import BrokerError
 
 
@@ -128,6 +129,36 @@ def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any
             assert stages["taken"] - stages["opened"] >= linger * 0.99  # taken by a sender once due, not before
     assert min(waits) >= linger * 0.9  # the batch waited for more messages
     assert min(waits) < linger + 0.5, waits  # and went out when due
+
+
+def test_a_batch_due_now_wakes_a_sender_without_a_clock(quick: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full batches, and the next batch of a queue whose request was answered, go at once: with a linger
+    and an idle tick of two minutes, only the wake-ups of the due batches can send them in time."""
+    monkeypatch.setattr(producer_sender, "_IDLE_WAIT_S", 120.0)
+    with Producer(quick.url, linger_ms=120_000, batch_max_messages=5, max_in_flight=3) as p:
+        p.send("woken", "warm", queue_id=0)
+        assert p.flush(30) == 0
+        futures = [p.send("woken", f"m{i}", queue_id=i // 10) for i in range(40)]  # 8 full batches, 2 per queue
+        results = [f.result(30) for f in futures]  # no flush: each full batch woke a sender
+        late = p.send("woken", "alone", queue_id=1)
+        time.sleep(0.2)
+        assert not late.done()  # a batch that is not full waits for its linger (or a flush)
+        assert p.flush(30) == 0
+    for q in range(4):  # each queue in send order (queue 0 holds the warm-up message first)
+        assert [r.queue_offset for r in results[q * 10:q * 10 + 10]] == list(range(q == 0, (q == 0) + 10))
+
+
+def test_a_sender_opens_a_new_connection_when_the_broker_closed_its_kept_alive_one(fast_broker: Any) -> None:
+    broker = fast_broker()
+    with Producer(broker.url, linger_ms=1, max_in_flight=2, send_timeout_s=30) as p:
+        before = [p.send("reopened", f"a{i}", queue_id=0) for i in range(50)]
+        assert p.flush(30) == 0 and all(f.exception(0) is None for f in before)
+        broker.restart()  # every sender's kept-alive connection is closed by the old broker process
+        after = [p.send("reopened", f"b{i}", queue_id=0) for i in range(50)]
+        assert p.flush(30) == 0
+    errors = [f.exception(0) for f in after]
+    assert errors == [None] * 50, errors[:3]  # not failed as "may have been stored": nothing was sent on a dead one
+    assert [f.result(0).queue_offset for f in after] == list(range(50, 100))
 
 
 def test_msg_ids_and_properties_take_the_per_message_answer(quick: Any) -> None:
