@@ -70,6 +70,7 @@ class Producer:
         transport = Transport(lambda: Connections(self.client), self._placer.url, self._placer.free, faults.failed,
                               faults.succeeded)
         self._acc = Accumulator(limits, transport)
+        self._placer.busy = self._acc.busy
         self._closed = False
 
     def send(self, topic: str, body: bytes | str, *, key: str | None = None, tags: str | None = None,

@@ -157,6 +157,10 @@ class Accumulator:
             if self._closing:
                 raise ProducerClosedError("the producer closed while this send waited for buffer space")
 
+    def busy(self, qkey: QueueKey) -> bool:
+        """Whether a batch of ``qkey`` waits or is in flight (read without the lock: a hint for placement)."""
+        return qkey in self._in_flight or qkey in self._queues
+
     def unsent(self) -> int:
         with self._lock:
             return self._unsent
