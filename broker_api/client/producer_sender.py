@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import BrokerError
@@ -368,7 +368,7 @@ class Accumulator:
                 return
         self._finish(batch, None, ProducerClosedError("the producer closed while a batch waited to be sent again"))
 
-    def _finish(self, batch: Batch, results: list[SendResult] | None, error: BrokerError | None) -> None:
+    def _finish(self, batch: Batch, results: Sequence[SendResult] | None, error: BrokerError | None) -> None:
         """Free the batch's in-flight slot, report its outcomes, then stop counting it (flush waits on that)."""
         if batch.sending:
             with self._lock:
@@ -377,7 +377,9 @@ class Accumulator:
         if error is not None:
             log.debug("a batch of %d message(s) failed: %s", len(batch), error.message)
         batch.resolve(results, error)
+        n = len(batch)
+        batch.bodies, batch.keys, batch.tags, batch.props = [], None, None, None  # sent: the futures need none
         with self._lock:
-            self._used -= batch.nbytes + _MESSAGE_OVERHEAD * len(batch)
-            self._unsent -= len(batch)
+            self._used -= batch.nbytes + _MESSAGE_OVERHEAD * n
+            self._unsent -= n
             self._drained.notify_all()

@@ -26,6 +26,8 @@ from broker_api.client import (
     SparkMQClient,
 )
 from broker_api.client import producer_sender
+from broker_api.client.producer_batch import Batch
+from broker_api.client.producer_route import Placer
 from broker_api.errors import BrokerError
 
 
@@ -111,6 +113,29 @@ def test_free_messages_fill_one_queue_per_batch_then_move_to_the_next(quick: Any
     assert set().union(*rounds) == set(range(8))  # batches go round robin over every queue
     queues = [warm.result(0).queue_id] + [min(r) for r in rounds]
     assert all(a != b for a, b in zip(queues, queues[1:])), queues  # each closed batch moves the next one on
+
+
+def test_the_next_batch_of_free_messages_skips_queues_with_a_batch_waiting_or_in_flight(quick: Any) -> None:
+    with SparkMQClient(quick.url) as c:
+        c.create_topic("idle-first", queues=4)
+        placer = Placer(c, 5.0)
+        busy: set[int] = set()  # queues (counted from the first one used) with a batch waiting or in flight
+        first: list[int] = []
+        placer.busy = lambda qkey: (qkey[0][2] - first[0]) % 4 in busy
+        used = []
+        for held in ((), (), (2,), (0, 1, 2, 3), (), (2, 3)):
+            busy.clear()
+            busy.update(held)
+            qkey = placer.place("idle-first", None, None)
+            if not first:
+                first.append(qkey[0][2])
+            used.append((qkey[0][2] - first[0]) % 4)
+            batch = Batch(*qkey)
+            batch.add(b"x", None, None, None, None)
+            placer.filled("idle-first", batch)
+            batch.open = False  # taken by a sender: the next free message moves on
+    # next idle queue in round robin; when all four are busy, simply the next one
+    assert used == [0, 1, 3, 0, 1, 0]
 
 
 def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any) -> None:
