@@ -173,6 +173,32 @@ def test_a_batch_due_now_wakes_a_sender_without_a_clock(quick: Any, monkeypatch:
         assert [r.queue_offset for r in results[q * 10:q * 10 + 10]] == list(range(q == 0, (q == 0) + 10))
 
 
+def test_a_waiting_flush_does_not_swallow_the_wake_up_of_a_new_batch(quick: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send while another thread waits in flush(): its batch is woken for a sender, not for the flush
+    (they waited on one condition, and the wake-up of a new batch could go to the flush instead)."""
+    monkeypatch.setattr(producer_sender, "_IDLE_WAIT_S", 120.0)  # a missed wake-up holds the batch 2 min
+    entered, release = threading.Event(), threading.Event()
+
+    def held(_result: SendResult | None, _error: BrokerError | None) -> None:
+        entered.set()
+        release.wait(60)  # keeps its message counted as unsent: the flush below waits
+
+    with Producer(quick.url, linger_ms=5, max_in_flight=3) as p:
+        p.send("swallowed", "warm").result(30)
+        p.send("swallowed", "held", callback=held)
+        assert entered.wait(30)
+        flusher = threading.Thread(target=p.flush, args=(60,))
+        flusher.start()
+        time.sleep(0.3)  # the flush is waiting, and so are the idle senders it woke
+        try:
+            late = p.send("swallowed", "late")
+            assert late.result(20).queue_offset >= 0
+        finally:
+            release.set()
+            flusher.join()
+
+
 def test_a_sender_opens_a_new_connection_when_the_broker_closed_its_kept_alive_one(fast_broker: Any) -> None:
     broker = fast_broker()
     with Producer(broker.url, linger_ms=1, max_in_flight=2, send_timeout_s=30) as p:
