@@ -60,7 +60,7 @@ class Connections:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _once(self, url: str, target: str, broker: str, content: bytes,
-              headers: Mapping[str, str]) -> tuple[int, bytes, str]:
+              headers: dict[str, str]) -> tuple[int, bytes, str]:
         conn = self._conns.get(url)
         if conn is not None and conn.sock is not None and _closed_by_peer(conn.sock):
             conn.close()  # the broker closed the idle connection (its keep-alive ran out): a new one
@@ -77,7 +77,7 @@ class Connections:
                 raise no_answer_error(url, broker, f"{type(exc).__name__}: {exc}", sent=False,
                                       timed_out=isinstance(exc, TimeoutError), routed=routed) from exc
         try:
-            conn.request("POST", target, body=content, headers=dict(headers))  # headers and body: one send
+            conn.request("POST", target, body=content, headers=headers)  # headers and body: one send
             resp = conn.getresponse()
             body = resp.read()
         except (OSError, http.client.HTTPException) as exc:

@@ -24,8 +24,8 @@ from broker_api.client import (
     ProducerClosedError,
     SendResult,
     SparkMQClient,
+    producer_sender,
 )
-from broker_api.client import producer_sender
 from broker_api.client.producer_batch import Batch
 from broker_api.client.producer_route import Placer
 from broker_api.errors import BrokerError
