@@ -11,7 +11,12 @@ One broker on 127.0.0.1 (no Delta mirror), topic of 4 queues, 100-byte bodies:
 2. latency: sends paced at ``--rate`` msg/s for ``--seconds`` with
    ``linger_ms=5``; send-to-ack time of every message (its callback), p50 and
    p99 (goal: p99 <= 20 ms at 10k msg/s), and the same split into stages
-   (send -> batch taken by a sender -> posted -> answered -> callback).
+   (send -> batch taken by a sender -> posted -> answered -> callback), with
+   the full passes of the sending process's garbage collector during the run
+   (they stop every thread of the process: the longest is in the tail).  The
+   loop keeps one future per batch (for its stages), not one per message: a
+   list of 50,000 futures would itself make the collector's passes longer
+   and more frequent, and time them into the figures it measures.
 
 Every figure carries the machine's load average (``os.getloadavg``) at its end.
 """
@@ -19,6 +24,7 @@ Every figure carries the machine's load average (``os.getloadavg``) at its end.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import tempfile
 import time
@@ -30,7 +36,7 @@ import numpy as np
 
 from benchmarks.bench_spark import QUEUES, VALUE, produce_bulk, start_broker
 from benchmarks.results import Measure, Recorder, Target
-from broker_api.client import Producer
+from broker_api.client import Producer, SendFuture
 
 __all__ = ["producer_latency", "producer_rate"]
 
@@ -76,25 +82,45 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
                 errors.append(error)
         return done
 
-    futures = []
+    firsts: list[SendFuture] = []  # the first future of each batch (its stages are the batch's)
+    which = np.zeros(n, np.int64)  # message -> index into firsts
+    known: dict[int, int] = {}
+    pauses: list[float] = []  # full (generation 2) collections while sending
+    began = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                pauses.append(time.perf_counter() - began[0])
+
     with Producer(url, linger_ms=linger_ms) as p:
         p.send(topic, body).result(60)
+        gc.callbacks.append(on_gc)
         started = time.monotonic()
         for i in range(n):
             due = started + i / rate
             while (now := time.monotonic()) < due:
                 time.sleep(min(0.001, due - now))
             sent_at[i] = time.monotonic()
-            futures.append(p.send(topic, body, callback=on_ack(i)))
+            future = p.send(topic, body, callback=on_ack(i))
+            at = known.get(id(future[0]))
+            if at is None:
+                at = known[id(future[0])] = len(firsts)
+                firsts.append(future)
+            which[i] = at
         p.flush(60)
+        gc.callbacks.remove(on_gc)
     achieved = n / (time.monotonic() - started)
-    stages = np.array([[s["taken"], s["posted"], s["answered"]] for s in (f.stages() for f in futures)])
+    stages = np.array([[s["taken"], s["posted"], s["answered"]] for s in (f.stages() for f in firsts)])[which]
     out = _percentiles("", (acked_at - sent_at) * 1000)
     for name, ms in (("to_taken", stages[:, 0] - sent_at), ("to_posted", stages[:, 1] - stages[:, 0]),
                      ("round_trip", stages[:, 2] - stages[:, 1]), ("to_callback", acked_at - stages[:, 2])):
         out.update(_percentiles(name + "_", ms * 1000))
     return {**out, "failed": len(errors), "achieved_rate": achieved,
-            "requests": len({id(f[0]) for f in futures})}
+            "requests": len(firsts), "gc_full_passes": len(pauses),
+            "gc_longest_ms": max(pauses, default=0.0) * 1000}
 
 
 def _percentiles(prefix: str, ms: np.ndarray) -> dict[str, float]:
@@ -145,6 +171,8 @@ def run(rec: Recorder, url: str, args: argparse.Namespace) -> None:
           f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed, {lat['requests']:,} requests ({load})")
     for stage in ("to_taken", "to_posted", "round_trip", "to_callback"):
         print(f"  {stage:<12}: p50 {lat[stage + '_p50_ms']:6.1f} ms, p99 {lat[stage + '_p99_ms']:6.1f} ms")
+    print(f"  full garbage collections in the sending process: {lat['gc_full_passes']}, longest "
+          f"{lat['gc_longest_ms']:.1f} ms")
     rec.add(Measure("producer.latency_p99", f"Producer send-to-ack p99 at {args.rate:,} msg/s, linger_ms 5",
                     lat["p99_ms"], "ms", targets=(Target("<=", 20.0),), details={**lat, "load": load}))
 

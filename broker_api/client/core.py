@@ -102,6 +102,9 @@ class SparkMQClient(LookupMixin, PopMixin, TablesMixin):
         except (NamesrvAddressError, ValueError, OSError) as exc:
             raise BadRequestError(getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}") from exc
         self._http = httpx.Client(timeout=timeout_s, **options)
+        self.timeout_s = timeout_s
+        # what a plain http.client connection sends on every request; None: requests are signed (HMAC)
+        self.plain_headers: dict[str, str] | None = None if "auth" in options else dict(options.get("headers", {}))
         self._cache = RouteCache(self._namesrv, route_ttl_s, namesrv_grace_s) if self._namesrv else None
         self._send_timeout_s, self._move_keys = send_timeout_s, keyed_failover == "move"
         self._endpoint_name: str | None = None

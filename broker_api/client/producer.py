@@ -33,6 +33,7 @@ from .producer_batch import (
     SendFuture,
     failed_future,
 )
+from .producer_http import Connections
 from .producer_route import Placer
 from .producer_sender import Accumulator, Limits, Transport
 
@@ -66,8 +67,10 @@ class Producer:
         limits = Limits(linger_ms / 1000, batch_max_messages, batch_max_bytes, max_in_flight, buffer_max_bytes,
                         on_full == "block", max_block_s, send_retries, send_timeout_s, msg_ids)
         faults = self.client.faults
-        transport = Transport(self.client._call, self._placer.url, self._placer.free, faults.failed, faults.succeeded)
+        transport = Transport(lambda: Connections(self.client), self._placer.url, self._placer.free, faults.failed,
+                              faults.succeeded)
         self._acc = Accumulator(limits, transport)
+        self._placer.busy = self._acc.busy
         self._closed = False
 
     def send(self, topic: str, body: bytes | str, *, key: str | None = None, tags: str | None = None,

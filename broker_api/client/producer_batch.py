@@ -16,7 +16,11 @@ takes its per-message path, with the same result.  A placed batch asks for
 ``answer=summary`` (first offset per queue): message ``i`` of the batch is at
 ``first_offset + i``.  Every message of a batch gets its outcome when the
 batch's answer (or its final failure) arrives: a :class:`SendFuture` is a
-batch and an index, so ``send`` creates one small object per message.
+batch and an index, so ``send`` creates one small object per message, and a
+message's :class:`SendResult` is made when asked for (its callback, or
+``result()``).  Once its outcome is reported a batch lets go of its bodies
+and callbacks: futures a caller keeps hold little, and give Python's cyclic
+garbage collector (whose full passes stop every thread) little to walk.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -75,7 +79,7 @@ class Batch:
         self.first_failure: float | None = None
         self.moves = 0
         self.taken = self.posted = self.answered = 0.0  # time.monotonic(): a sender took it, sent it, got the answer
-        self.results: list[SendResult] | None = None
+        self.results: Sequence[SendResult] | None = None
         self.error: BrokerError | None = None
         self.done = threading.Event()
 
@@ -122,27 +126,52 @@ class Batch:
             writer.write_table(table)
         return sink.getvalue().to_pybytes()
 
-    def results_from(self, broker: str, answer: Mapping[str, Any]) -> list[SendResult]:
+    def results_from(self, broker: str, answer: Mapping[str, Any]) -> Sequence[SendResult]:
         """Each message's :class:`SendResult` from the broker's answer (summary or full)."""
         status = str(answer.get("status", "SEND_OK"))
         if "results" in answer:
             return [SendResult(broker, r["msg_id"], r["queue_id"], r["queue_offset"], status)
                     for r in answer["results"]]
         (queue,) = answer["queues"]  # a placed batch goes to one queue
-        first, qid = int(queue["first_offset"]), int(queue["queue_id"])
-        return [SendResult(broker, "", qid, first + i, status) for i in range(len(self.bodies))]
+        return _Consecutive(broker, int(queue["queue_id"]), int(queue["first_offset"]), status, len(self.bodies))
 
-    def resolve(self, results: list[SendResult] | None, error: BrokerError | None) -> None:
+    def resolve(self, results: Sequence[SendResult] | None, error: BrokerError | None) -> None:
         """Set every message's outcome (once) and run the callbacks (a failing callback is the caller's)."""
         if self.done.is_set():
             return
         self.results, self.error = results, error
         self.done.set()
-        for i, callback in self.callbacks:
+        callbacks, self.callbacks = self.callbacks, []
+        for i, callback in callbacks:
             try:
                 callback(results[i] if results is not None else None, error)
             except Exception:  # the callback's own bug: logged, the sender and the other callbacks go on
                 log.exception("a send callback raised")
+
+
+class _Consecutive(Sequence[SendResult]):
+    """The results of a batch stored at consecutive offsets of one queue, each made when asked for."""
+
+    __slots__ = ("_broker", "_first", "_n", "_queue_id", "_status")
+
+    def __init__(self, broker: str, queue_id: int, first: int, status: str, n: int) -> None:
+        self._broker, self._queue_id, self._first, self._status, self._n = broker, queue_id, first, status, n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> SendResult: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[SendResult]: ...
+
+    def __getitem__(self, i: int | slice) -> SendResult | list[SendResult]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return SendResult(self._broker, "", self._queue_id, self._first + i % self._n, self._status)
 
 
 class SendFuture(tuple[Batch, int]):

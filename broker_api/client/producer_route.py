@@ -16,8 +16,10 @@ through the client's cache (``route_ttl_s``), so a send costs a dict lookup.
 Free messages stick to one slot until the batch they fill closes (full, or
 taken by a sender after ``linger_ms``), as Kafka's sticky partitioner does: at
 a given rate that makes one request per linger period instead of one per
-queue, so the broker's fixed cost per request is paid once per period and a
-batch is rarely held behind its queue's request in flight.
+queue, so the broker's fixed cost per request is paid once per period.  The
+next slot is the next one in round robin that has no batch waiting or in
+flight (``busy``), so a new batch is not held behind a slow request while
+another queue is idle; when every slot is busy, simply the next one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import random
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import BrokerError, TopicNotFoundError
@@ -68,6 +71,7 @@ class Placer:
         self._topics: dict[str, _Known] = {}
         self._rr = itertools.count()
         self._lock = threading.Lock()
+        self.busy: Callable[[QueueKey], bool] = lambda key: False  # a batch of that queue waits or is in flight
 
     def place(self, topic: str, key: str | None, queue_id: int | None) -> QueueKey:
         """((topic, broker name, queue id or None), fixed) for one message."""
@@ -86,9 +90,18 @@ class Placer:
         if known.keys_live and self._client.faults.empty():
             filling = known.filling
             if filling is not None and not filling.open:
-                known.sticky, known.filling = (known.sticky + 1) % len(known.keys_live), None  # the next queue
+                known.sticky, known.filling = self._next_idle(known), None  # the next queue
             return known.keys_live[known.sticky]
         return self.free(topic, frozenset())
+
+    def _next_idle(self, known: _Known) -> int:
+        """The slot after the sticky one in round robin with nothing waiting or in flight, else the next one."""
+        n, busy = len(known.keys_live), self.busy
+        for step in range(1, n + 1):
+            i = (known.sticky + step) % n
+            if not busy(known.keys_live[i]):
+                return i
+        return (known.sticky + 1) % n
 
     def filled(self, topic: str, batch: Batch) -> None:
         """A free message of ``topic`` went into ``batch``: later ones follow it until it closes."""

@@ -14,7 +14,13 @@ than ``max_in_flight`` requests out.  While a queue's batch is in flight its
 next batch grows, so batches get bigger exactly when the broker is busy.
 
 Sender threads (``max_in_flight`` per broker, started as brokers appear)
-take ready batches and POST them over the client's kept-alive connections.
+take ready batches and POST them, each over its own kept-alive connection
+(client/producer_http.py).  Idle senders do not all watch the clock: one of
+them, the leader, sleeps until the soonest batch is due and is woken early
+only when something makes a batch due sooner (a full batch, ``flush``, a
+freed queue, a new batch with nothing else waiting); the others sleep until
+a leader that took a batch hands the role on.  So a batch leaves when due,
+and a request costs a wake-up or two instead of one per sender thread.
 An answer that proves nothing was stored (refused connection, 503/429 busy)
 sends the batch again: a fixed batch (keyed or explicit queue) to the same
 broker after its back-off until ``send_timeout_s`` has passed since its first
@@ -30,7 +36,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import BrokerError
@@ -43,6 +49,7 @@ from .producer_batch import (
     ProducerClosedError,
     SendFuture,
 )
+from .producer_http import Connections
 from .results import BrokerUnreachableError, SendResult, retryable
 from .routing import short_reason
 
@@ -52,7 +59,9 @@ log = logging.getLogger(__name__)
 
 QueueKey = tuple[BatchKey, bool]  # (batch key, fixed): keyed/explicit-queue and free messages batch apart
 _MESSAGE_OVERHEAD = 64  # buffer bytes counted per message beside its body
+_ARROW_HEADERS = {"Content-Type": ARROW_STREAM}
 _IDLE_WAIT_S = 1.0
+_NEVER = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +79,12 @@ class Limits:
 
 
 class Transport:
-    """How a sender thread posts a batch: the client's HTTP call, URL lookup, back-off and re-placement."""
+    """How a sender thread posts a batch: its connections, URL lookup, back-off and re-placement."""
 
-    def __init__(self, call: Callable[..., object], url: Callable[[str, str, bool], str | None],
+    def __init__(self, connect: Callable[[], Connections], url: Callable[[str, str, bool], str | None],
                  replace: Callable[[str, frozenset[str]], QueueKey],
                  failed: Callable[[str, str], float], succeeded: Callable[[str], None]) -> None:
-        self.call, self.url, self.replace, self.failed, self.succeeded = call, url, replace, failed, succeeded
+        self.connect, self.url, self.replace, self.failed, self.succeeded = connect, url, replace, failed, succeeded
 
 
 class Accumulator:
@@ -84,7 +93,10 @@ class Accumulator:
     def __init__(self, limits: Limits, transport: Transport) -> None:
         self.limits, self._t = limits, transport
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._drained = threading.Condition(self._lock)  # flush() and a send waiting for buffer room
+        self._leader: threading.Condition | None = None  # the idle sender that wakes when the next batch is due
+        self._leader_until = _NEVER  # when it wakes by itself
+        self._followers: list[threading.Condition] = []  # the other idle senders
         self._queues: dict[QueueKey, deque[Batch]] = {}  # fixed and free messages batch apart
         self._in_flight: set[QueueKey] = set()
         self._per_broker: dict[str, int] = {}
@@ -112,7 +124,8 @@ class Accumulator:
             if batch is None:
                 batch = Batch(*qkey)
                 q.append(batch)
-                self._cond.notify()
+                if len(q) == 1 and qkey not in self._in_flight:
+                    self._poke(batch.created + lim.linger_s)
             if batch.plain and msg_key is None and tags is None and props is None and callback is None:
                 bodies = batch.bodies  # the common case, inline: a body and its size
                 i = len(bodies)
@@ -123,7 +136,8 @@ class Accumulator:
             self._unsent += 1
             if i + 1 >= lim.batch_max_messages or batch.nbytes >= lim.batch_max_bytes:
                 batch.open = False
-                self._cond.notify()
+                if qkey not in self._in_flight:
+                    self._poke(0.0)
         return SendFuture((batch, i))
 
     def _reserve(self, size: int) -> None:
@@ -139,26 +153,30 @@ class Accumulator:
                     f"the producer's buffer holds {self._used:,} bytes (buffer_max_bytes={lim.buffer_max_bytes:,})"
                     + (f" and did not drain within {lim.max_block_s:g} s" if lim.block_on_full else "")
                     + ": the brokers take messages slower than they are sent; slow down, or raise buffer_max_bytes")
-            self._cond.wait(left)
+            self._drained.wait(left)
             if self._closing:
                 raise ProducerClosedError("the producer closed while this send waited for buffer space")
 
+    def busy(self, qkey: QueueKey) -> bool:
+        """Whether a batch of ``qkey`` waits or is in flight (read without the lock: a hint for placement)."""
+        return qkey in self._in_flight or qkey in self._queues
+
     def unsent(self) -> int:
-        with self._cond:
+        with self._lock:
             return self._unsent
 
     def flush(self, timeout_s: float | None) -> int:
         """Send everything buffered now; wait until all is acknowledged or failed; messages left unsent."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._cond:
+        with self._lock:
             self._flushing += 1
-            self._cond.notify_all()
+            self._poke(0.0)  # everything is due now: each sender that takes a batch wakes the next
             try:
                 while self._unsent:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         break
-                    self._cond.wait(left)
+                    self._drained.wait(left)
                 return self._unsent
             finally:
                 self._flushing -= 1
@@ -166,11 +184,14 @@ class Accumulator:
     def close(self, timeout_s: float | None) -> int:
         """Flush (bounded), stop the senders, fail what is left with ProducerClosedError; messages failed."""
         left = self.flush(timeout_s)
-        with self._cond:
+        with self._lock:
             self._closing = True
             stranded = [b for q in self._queues.values() for b in q]
             self._queues.clear()
-            self._cond.notify_all()
+            for idle in [self._leader, *self._followers]:
+                if idle is not None:
+                    idle.notify()
+            self._drained.notify_all()
             threads = [t for ts in self._threads.values() for t in ts]
         for batch in stranded:
             self._finish(batch, None, ProducerClosedError(
@@ -190,19 +211,53 @@ class Accumulator:
             t.start()
 
     def _run(self) -> None:
+        me = threading.Condition(self._lock)
+        conns = self._t.connect()
+        try:
+            while True:
+                with self._lock:
+                    batch = self._next(me)
+                if batch is None:
+                    return
+                try:
+                    self._send(batch, conns)
+                except Exception as exc:  # a bug must fail the batch, never strand it (flush and close would wait)
+                    log.exception("the producer's sender failed on a batch")
+                    self._finish(batch, None, BrokerError(f"the producer could not send this batch ({exc!r})"))
+        finally:
+            conns.close()
+
+    def _next(self, me: threading.Condition) -> Batch | None:
+        """The next batch for this sender (None: closing), waiting as the leader or a follower; under the lock."""
         while True:
-            with self._cond:
-                batch = self._take()
-                while batch is None:
-                    if self._closing:
-                        return
-                    self._cond.wait(self._wait_s())
-                    batch = self._take()
-            try:
-                self._send(batch)
-            except Exception as exc:  # a bug must fail the batch, never strand it (flush and close would wait)
-                log.exception("the producer's sender failed on a batch")
-                self._finish(batch, None, BrokerError(f"the producer could not send this batch ({exc!r})"))
+            batch = self._take()
+            if batch is not None:
+                if self._leader is me:  # hand the clock on: another idle sender watches the next batch
+                    self._leader, self._leader_until = None, _NEVER
+                    if self._followers:
+                        self._leader = self._followers.pop()
+                        self._leader.notify()
+                return batch
+            if self._closing:
+                if self._leader is me:
+                    self._leader = None
+                return None
+            if self._leader is None or self._leader is me:
+                self._leader = me
+                wait = self._wait_s()
+                self._leader_until = time.monotonic() + wait
+                me.wait(wait)
+            else:
+                self._followers.append(me)
+                me.wait(_IDLE_WAIT_S)
+                if me in self._followers:
+                    self._followers.remove(me)
+
+    def _poke(self, due: float) -> None:
+        """A batch may be due at ``due`` (0: now), sooner than the leader wakes: wake it; under the lock."""
+        if self._leader is not None and due < self._leader_until:
+            self._leader_until = due
+            self._leader.notify()
 
     def _ready(self, q: deque[Batch], now: float) -> bool:
         head = q[0]
@@ -230,20 +285,27 @@ class Accumulator:
 
     def _wait_s(self) -> float:
         """Until the soonest batch of a queue with nothing in flight may be ready (linger or retry back-off)."""
-        now, soonest = time.monotonic(), _IDLE_WAIT_S
+        now = time.monotonic()
+        return max(0.0005, min(_IDLE_WAIT_S, self._soonest(now) - now))
+
+    def _soonest(self, now: float) -> float:
+        """When the soonest batch that could be taken is due (``now`` or earlier: ready); under the lock."""
+        soonest = _NEVER
         for key, q in self._queues.items():
             if key in self._in_flight or self._per_broker.get(key[0][1], 0) >= self.limits.max_in_flight:
-                continue  # an answer notifies: no need to wake before
+                continue  # its answer pokes the leader: no need to wake before
             head = q[0]
-            soonest = min(soonest, max(head.not_before, head.created + self.limits.linger_s) - now)
-        return max(0.0005, soonest)
+            if self._ready(q, now):
+                return now
+            soonest = min(soonest, max(head.not_before, head.created + self.limits.linger_s))
+        return soonest
 
     def _release(self, batch: Batch) -> None:
         batch.sending = False
         self._in_flight.discard((batch.key, batch.fixed))
         self._per_broker[batch.key[1]] -= 1
 
-    def _send(self, batch: Batch) -> None:
+    def _send(self, batch: Batch, conns: Connections) -> None:
         topic, broker, qid = batch.key
         url = self._t.url(topic, broker, batch.first_failure is not None)
         try:
@@ -252,8 +314,7 @@ class Accumulator:
             params = {"answer": "full" if self.limits.msg_ids or qid is None else "summary"}
             body = batch.arrow()
             batch.posted = time.monotonic()
-            answer = self._t.call("POST", f"{url}/v1/topics/{topic}/messages", broker, content=body,
-                                  headers={"Content-Type": ARROW_STREAM}, params=params)
+            answer = conns.post(url, f"/v1/topics/{topic}/messages", broker, body, _ARROW_HEADERS, params)
             batch.answered = time.monotonic()
             results = batch.results_from(broker, answer)  # type: ignore[arg-type]
         except BrokerError as exc:
@@ -294,7 +355,7 @@ class Accumulator:
         self._finish(batch, None, exc)
 
     def _requeue(self, batch: Batch, key: BatchKey, not_before: float) -> None:
-        with self._cond:
+        with self._lock:
             self._release(batch)
             if not self._closing:
                 batch.key, batch.not_before = key, not_before
@@ -303,20 +364,22 @@ class Accumulator:
                     q = self._queues[(key, batch.fixed)] = deque()
                     self._start_senders(key[1])
                 q.appendleft(batch)  # before anything sent later to the same queue
-                self._cond.notify_all()
+                self._poke(self._soonest(time.monotonic()))
                 return
         self._finish(batch, None, ProducerClosedError("the producer closed while a batch waited to be sent again"))
 
-    def _finish(self, batch: Batch, results: list[SendResult] | None, error: BrokerError | None) -> None:
+    def _finish(self, batch: Batch, results: Sequence[SendResult] | None, error: BrokerError | None) -> None:
         """Free the batch's in-flight slot, report its outcomes, then stop counting it (flush waits on that)."""
         if batch.sending:
-            with self._cond:
+            with self._lock:
                 self._release(batch)
-                self._cond.notify_all()
+                self._poke(self._soonest(time.monotonic()))  # its queue's next batch may be due already
         if error is not None:
             log.debug("a batch of %d message(s) failed: %s", len(batch), error.message)
         batch.resolve(results, error)
-        with self._cond:
-            self._used -= sum(map(len, batch.bodies)) + _MESSAGE_OVERHEAD * len(batch)
-            self._unsent -= len(batch)
-            self._cond.notify_all()
+        n = len(batch)
+        batch.bodies, batch.keys, batch.tags, batch.props = [], None, None, None  # sent: the futures need none
+        with self._lock:
+            self._used -= batch.nbytes + _MESSAGE_OVERHEAD * n
+            self._unsent -= n
+            self._drained.notify_all()

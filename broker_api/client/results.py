@@ -10,13 +10,15 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..errors import ERROR_TABLE, BrokerError
 
 if TYPE_CHECKING:  # the results and errors load without httpx (the CLI's command modules name them)
     import httpx
 
-__all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "busy_delay",
-           "error_from_answer", "retryable", "unreachable_error"]
+__all__ = ["BrokerUnreachableError", "PullResult", "QueueInfo", "SendError", "SendResult", "answer_error",
+           "busy_delay", "error_from_answer", "no_answer_error", "retryable", "unreachable_error"]
 
 # error code -> the broker's class for it (the first, most specific, entry of ERROR_TABLE wins)
 _CODE_CLASSES: dict[str, type[BrokerError]] = {
@@ -104,14 +106,19 @@ class QueueInfo:
 
 def error_from_answer(resp: httpx.Response, url: str) -> BrokerError:
     """The BrokerError subclass for an error answer (by its ``error`` code)."""
+    return answer_error(resp.status_code, resp.content, resp.headers.get("Retry-After", ""), url)
+
+
+def answer_error(status: int, content: bytes, retry_after: str, url: str) -> BrokerError:
+    """:func:`error_from_answer` from the answer's parts (whichever HTTP library carried it)."""
     try:
-        body = resp.json()
+        body = orjson.loads(content)
         code, message = str(body["error"]), str(body["message"])
     except (ValueError, KeyError, TypeError):
-        code, message = f"http_{resp.status_code}", f"HTTP {resp.status_code} from {url}: {resp.text[:200]}"
+        text = content.decode("utf-8", errors="replace")
+        code, message = f"http_{status}", f"HTTP {status} from {url}: {text[:200]}"
     exc = _CODE_CLASSES.get(code, BrokerError)(message)
-    exc.status, exc.code = resp.status_code, code  # type: ignore[attr-defined]
-    retry_after = resp.headers.get("Retry-After", "")
+    exc.status, exc.code = status, code  # type: ignore[attr-defined]
     if retry_after.isdigit():
         exc.retry_after_s = int(retry_after)
     return exc
@@ -146,14 +153,21 @@ def unreachable_error(method: str, url: str, broker: str | None, exc: httpx.HTTP
     """The error for a request that got no answer, naming the broker, its address and what is known."""
     import httpx  # loaded already: ``exc`` came from it
 
+    # a refused or timed-out connection sent nothing; anything later may have been stored
+    sent = method != "GET" and not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    return no_answer_error(url, broker, f"{type(exc).__name__}: {exc}", sent=sent,
+                           timed_out=isinstance(exc, httpx.TimeoutException), routed=routed)
+
+
+def no_answer_error(url: str, broker: str | None, reason: str, *, sent: bool, timed_out: bool,
+                    routed: bool) -> BrokerUnreachableError:
+    """:func:`unreachable_error` from what is known: ``sent`` (the request may have reached the
+    broker, so its messages may be stored) and ``timed_out``."""
     base = url.split("/v1")[0]
     who = f"broker {broker!r} at {base}" if broker else f"the broker at {base}"
-    # a refused or timed-out connection sent nothing; anything later may have been stored
-    unknown = method != "GET" and not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-    what = f"{who} did not answer in time" if isinstance(exc, httpx.TimeoutException) else f"cannot reach {who}"
+    what = f"{who} did not answer in time" if timed_out else f"cannot reach {who}"
     where = "; the NameServer answered and still routes it" if routed and broker else ""
-    detail = f"{what} ({type(exc).__name__}: {exc}){where}"
-    if unknown:
+    detail = f"{what} ({reason}){where}"
+    if sent:
         detail += "; the request may have been stored"
-    return BrokerUnreachableError(detail, broker=broker, url=base, stored_unknown=unknown)
-
+    return BrokerUnreachableError(detail, broker=broker, url=base, stored_unknown=sent)

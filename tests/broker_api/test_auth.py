@@ -19,7 +19,7 @@ import pytest
 
 from broker_api.auth import PolicyEntry, decide
 from broker_api.auth.signature import signed_headers
-from broker_api.client import SparkMQClient
+from broker_api.client import Producer, SparkMQClient
 from broker_api.errors import BrokerError
 from tests import launcher
 from tests.broker_api.conftest import FAST_ENV
@@ -142,6 +142,22 @@ def test_hmac_signed_requests(secured: Cluster) -> None:
     assert old.status_code == 401 and "clock" in old.json()["message"]
     wrong = signed_headers(user, "not-the-secret", "POST", path, "", body, now)
     assert httpx.post(secured.broker.url + path, content=body, headers=wrong, timeout=10).status_code == 401
+
+
+def test_producer_with_a_token_or_signed_requests(secured: Cluster) -> None:
+    """The Producer's own connections carry the token; signed requests go through the client's signer."""
+    with SparkMQClient(secured.broker.url, token=secured.tokens["admin"]) as admin:
+        admin.create_topic("audit-producer", queues=2)
+    for name in ("app", "reader"):
+        user, secret = secured.tokens[name].split(":", 1)
+        for credentials in ({"token": secured.tokens[name]}, {"user": user, "secret": secret}):
+            with Producer(secured.broker.url, linger_ms=1, **credentials) as p:
+                futures = [p.send("orders" if name == "app" else "audit-producer", f"p{i}", queue_id=i % 2)
+                           for i in range(20)]
+                assert p.flush(30) == 0
+            errors = {type(f.exception(0)).__name__ if f.exception(0) else None for f in futures}
+            assert errors == ({None} if name == "app" else {"PermissionDeniedError"}), credentials
+    assert "may not Pub on Topic:audit-producer" in str(futures[0].exception(0))  # the broker's answer, as ours
 
 
 def test_cli_token_and_revocation(secured: Cluster) -> None:

@@ -24,7 +24,10 @@ from broker_api.client import (
     ProducerClosedError,
     SendResult,
     SparkMQClient,
+    producer_sender,
 )
+from broker_api.client.producer_batch import Batch
+from broker_api.client.producer_route import Placer
 from broker_api.errors import BrokerError
 
 
@@ -112,6 +115,29 @@ def test_free_messages_fill_one_queue_per_batch_then_move_to_the_next(quick: Any
     assert all(a != b for a, b in zip(queues, queues[1:])), queues  # each closed batch moves the next one on
 
 
+def test_the_next_batch_of_free_messages_skips_queues_with_a_batch_waiting_or_in_flight(quick: Any) -> None:
+    with SparkMQClient(quick.url) as c:
+        c.create_topic("idle-first", queues=4)
+        placer = Placer(c, 5.0)
+        busy: set[int] = set()  # queues (counted from the first one used) with a batch waiting or in flight
+        first: list[int] = []
+        placer.busy = lambda qkey: (qkey[0][2] - first[0]) % 4 in busy
+        used = []
+        for held in ((), (), (2,), (0, 1, 2, 3), (), (2, 3)):
+            busy.clear()
+            busy.update(held)
+            qkey = placer.place("idle-first", None, None)
+            if not first:
+                first.append(qkey[0][2])
+            used.append((qkey[0][2] - first[0]) % 4)
+            batch = Batch(*qkey)
+            batch.add(b"x", None, None, None, None)
+            placer.filled("idle-first", batch)
+            batch.open = False  # taken by a sender: the next free message moves on
+    # next idle queue in round robin; when all four are busy, simply the next one
+    assert used == [0, 1, 3, 0, 1, 0]
+
+
 def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any) -> None:
     linger = 0.25  # long next to a round trip; a sender that misses its wake-up holds a batch for 1 s or more
     waits = []
@@ -128,6 +154,62 @@ def test_a_lone_message_goes_out_at_its_linger_not_at_a_later_wake_up(quick: Any
             assert stages["taken"] - stages["opened"] >= linger * 0.99  # taken by a sender once due, not before
     assert min(waits) >= linger * 0.9  # the batch waited for more messages
     assert min(waits) < linger + 0.5, waits  # and went out when due
+
+
+def test_a_batch_due_now_wakes_a_sender_without_a_clock(quick: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full batches, and the next batch of a queue whose request was answered, go at once: with a linger
+    and an idle tick of two minutes, only the wake-ups of the due batches can send them in time."""
+    monkeypatch.setattr(producer_sender, "_IDLE_WAIT_S", 120.0)
+    with Producer(quick.url, linger_ms=120_000, batch_max_messages=5, max_in_flight=3) as p:
+        p.send("woken", "warm", queue_id=0)
+        assert p.flush(30) == 0
+        futures = [p.send("woken", f"m{i}", queue_id=i // 10) for i in range(40)]  # 8 full batches, 2 per queue
+        results = [f.result(30) for f in futures]  # no flush: each full batch woke a sender
+        late = p.send("woken", "alone", queue_id=1)
+        time.sleep(0.2)
+        assert not late.done()  # a batch that is not full waits for its linger (or a flush)
+        assert p.flush(30) == 0
+    for q in range(4):  # each queue in send order (queue 0 holds the warm-up message first)
+        assert [r.queue_offset for r in results[q * 10:q * 10 + 10]] == list(range(q == 0, (q == 0) + 10))
+
+
+def test_a_waiting_flush_does_not_swallow_the_wake_up_of_a_new_batch(quick: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send while another thread waits in flush(): its batch is woken for a sender, not for the flush
+    (they waited on one condition, and the wake-up of a new batch could go to the flush instead)."""
+    monkeypatch.setattr(producer_sender, "_IDLE_WAIT_S", 120.0)  # a missed wake-up holds the batch 2 min
+    entered, release = threading.Event(), threading.Event()
+
+    def held(_result: SendResult | None, _error: BrokerError | None) -> None:
+        entered.set()
+        release.wait(60)  # keeps its message counted as unsent: the flush below waits
+
+    with Producer(quick.url, linger_ms=5, max_in_flight=3) as p:
+        p.send("swallowed", "warm").result(30)
+        p.send("swallowed", "held", callback=held)
+        assert entered.wait(30)
+        flusher = threading.Thread(target=p.flush, args=(60,))
+        flusher.start()
+        time.sleep(0.3)  # the flush is waiting, and so are the idle senders it woke
+        try:
+            late = p.send("swallowed", "late")
+            assert late.result(20).queue_offset >= 0
+        finally:
+            release.set()
+            flusher.join()
+
+
+def test_a_sender_opens_a_new_connection_when_the_broker_closed_its_kept_alive_one(fast_broker: Any) -> None:
+    broker = fast_broker()
+    with Producer(broker.url, linger_ms=1, max_in_flight=2, send_timeout_s=30) as p:
+        before = [p.send("reopened", f"a{i}", queue_id=0) for i in range(50)]
+        assert p.flush(30) == 0 and all(f.exception(0) is None for f in before)
+        broker.restart()  # every sender's kept-alive connection is closed by the old broker process
+        after = [p.send("reopened", f"b{i}", queue_id=0) for i in range(50)]
+        assert p.flush(30) == 0
+    errors = [f.exception(0) for f in after]
+    assert errors == [None] * 50, errors[:3]  # not failed as "may have been stored": nothing was sent on a dead one
+    assert [f.result(0).queue_offset for f in after] == list(range(50, 100))
 
 
 def test_msg_ids_and_properties_take_the_per_message_answer(quick: Any) -> None:
