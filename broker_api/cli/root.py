@@ -117,8 +117,6 @@ def serve(
     """
     from pydantic import ValidationError  # settings (pydantic) and the server load only when serving
 
-    from ..auth import exposure_warning
-    from ..server import serve as run_server
     from ..settings.broker import load_settings
 
     flags = {"host": host, "port": port, "data_dir": str(data_dir) if data_dir else None, "log_level": log_level,
@@ -138,6 +136,9 @@ def serve(
     except ValidationError as exc:
         fail(f"invalid settings: {validation_summary(exc)}")
     check_listen_address(settings.broker.host, settings.broker.port, "broker")
+    from ..auth import exposure_warning  # the server's imports (FastAPI, the store) after the checks: bad
+    from ..server import serve as run_server  # settings and a busy port are refused at once
+
     warning = exposure_warning(settings.broker.host, settings.auth.enabled, settings.tls.enabled, "broker")
     if warning:
         note(warning)
