@@ -32,8 +32,10 @@ from tests.s3_support import s3_server  # noqa: F401  (fixture: moto's S3 server
 # subprocess sessions): C1 only and the serial collector. Test jobs are small and short, and
 # C2's compiler threads were a third of a Spark test's CPU on this 2-core machine.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-# ... and the Python processes Spark starts import PySpark unpacked, not from pyspark.zip (sparkpath/).
-_SPARKPATH = str(Path(__file__).resolve().parent / "sparkpath")
+# ... and every Python process Spark starts (also for sessions that never call streaming.register, and
+# notebook kernels' sessions) imports PySpark unpacked, not from pyspark.zip: the sitecustomize that
+# streaming.register hands to Spark, on the tests' PYTHONPATH from the start.
+_SPARKPATH = str(Path(__file__).resolve().parent.parent / "streaming" / "workerpath")
 if _SPARKPATH not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_SPARKPATH, os.environ.get("PYTHONPATH")]))
 
