@@ -103,6 +103,14 @@ class RouteTable:
             self._check_owner(body, claim=True)
             entry = self._join(body)
             old = self._live.get(body.address)
+            version = body.data_version.model_dump()
+            if old is not None and old.broker_name == body.broker_name and _older(version, old.data_version):
+                # a body the broker sent before its latest one (its request timed out on its side and
+                # arrived late): a heartbeat, never a step back to topics it has since changed
+                _log.info("late registration of %s at %s with data version %s (have %s): kept the newer topics",
+                          body.broker_name, body.address, version, old.data_version)
+                old.last_update_ms, old.last_update_mono = _now_ms(), time.monotonic()
+                return self._result(body.broker_id, entry)
             if body.broker_id == MASTER_ID or MASTER_ID not in entry.addrs:
                 self._replace_queue_data(body)
             self._live[body.address] = LiveInfo(
@@ -110,7 +118,7 @@ class RouteTable:
                 broker_name=body.broker_name,
                 broker_id=body.broker_id,
                 ha_address=body.ha_address or None,
-                data_version=body.data_version.model_dump(),
+                data_version=version,
                 last_update_ms=_now_ms(),
                 last_update_mono=time.monotonic(),
                 registrations=(old.registrations if old else 0) + 1,
@@ -320,6 +328,11 @@ class RouteTable:
             "registrations": info.registrations,
             "version_checks": info.version_checks,
         }
+
+
+def _older(version: dict[str, int], than: dict[str, int]) -> bool:
+    """True when data ``version`` was taken before ``than`` (a restart starts a later timestamp)."""
+    return (version["timestamp"], version["counter"]) < (than["timestamp"], than["counter"])
 
 
 def _now_ms() -> int:

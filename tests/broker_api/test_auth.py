@@ -197,6 +197,13 @@ def test_namesrv_checks_registrations_and_lookups(secured: Cluster) -> None:
     refused = httpx.post(ns + "/v1/brokers/register", json=body, headers=bearer(secured.tokens["app"]), timeout=10)
     assert refused.status_code == 403
     assert "Admin on Cluster:DefaultCluster" in refused.json()["message"]
+    with SparkMQClient(secured.broker.url, token=secured.tokens["app"]) as direct:
+        direct.produce("orders", ["direct"])  # the topic exists (auto-created) whichever test ran first
+    deadline = time.monotonic() + 20  # the broker registers a new topic soon after, not at once
+    while httpx.get(ns + "/v1/routes/orders", headers=bearer(secured.tokens["app"]), timeout=10).status_code == 404:
+        assert time.monotonic() < deadline, httpx.get(secured.broker.url + "/v1/broker", timeout=10,
+                                                      headers=bearer(secured.tokens["admin"])).text
+        time.sleep(0.1)
     with SparkMQClient(namesrv=f"127.0.0.1:{secured.namesrv.port}", token=secured.tokens["app"]) as routed:
         assert routed.produce("orders", ["routed"])[0].broker == "broker-a"
 

@@ -46,6 +46,18 @@ def test_slave_registration_does_not_override_the_masters_topics() -> None:
         table.route("slave-only")
 
 
+def test_a_late_registration_with_an_older_data_version_does_not_roll_the_topics_back() -> None:
+    """A broker's registration that timed out on its side may still reach the NameServer after the
+    next one (the topic just created): the older body must not replace the newer topics."""
+    table = RouteTable()
+    _reg(table, "rt-d", {"t": 1, "orders": 2}, port=6, counter=2)
+    _reg(table, "rt-d", {"t": 1}, port=6, counter=1)  # sent before "orders" existed, arrived late
+    assert table.route("orders")["queues"][0]["write_queues"] == 2
+    _reg(table, "rt-d", {"t": 1}, port=6, counter=3)  # a newer body drops it (the topic was deleted)
+    with pytest.raises(TopicRouteNotFoundError):
+        table.route("orders")
+
+
 def test_concurrent_registrations_expiry_and_reads_stay_consistent() -> None:
     table = RouteTable()
     stop = threading.Event()
