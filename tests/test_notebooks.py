@@ -3,8 +3,15 @@
 Each notebook is copied to ``tmp_path`` and executed there with nbclient on
 the ``python3`` kernel (the interpreter running the tests). Notebooks start
 their own broker and SparkSession and write only to a temporary directory
-(``TMPDIR`` points into ``tmp_path``); a cell error fails the test with that
-cell's source and traceback.
+(``TMPDIR`` points into a scratch directory); a cell error fails the test with
+that cell's source and traceback.
+
+The three notebooks run one after another in one kernel, as a user working
+through them in one Jupyter session would: before each, the kernel's
+namespace is emptied (``%reset -f``) and its working directory moved to the
+notebook's, and each notebook's ``spark.stop()`` ends its SparkContext, so the
+next builds its own session (in the same Spark JVM, which is what saves the
+time: one JVM start instead of three).
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ import time
 import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from jupyter_client.manager import KernelManager
 from nbclient.exceptions import CellExecutionError
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
@@ -94,7 +103,10 @@ def _kernel_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def _processes_mentioning(tmp: Path) -> dict[int, str]:
+_SPARK_JVM = "org.apache.spark.deploy.SparkSubmit"  # the kernel's Spark JVM (py4j gateway), shared by the notebooks
+
+
+def _processes_mentioning(tmp: Path, spare_spark_jvm: bool = False) -> dict[int, str]:
     """pid -> command line of the processes with ``tmp`` on their command line."""
     found = {}
     for proc in Path("/proc").glob("[0-9]*"):
@@ -102,19 +114,22 @@ def _processes_mentioning(tmp: Path) -> dict[int, str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
+        if spare_spark_jvm and _SPARK_JVM in cmdline:
+            continue
         if str(tmp) in cmdline and int(proc.name) != os.getpid():
             found[int(proc.name)] = cmdline
     return found
 
 
-def _stop_leftovers(tmp: Path, grace_s: float = 30.0) -> list[str]:
+def _stop_leftovers(tmp: Path, grace_s: float = 30.0, spare_spark_jvm: bool = False) -> list[str]:
     """Processes a run left behind (a broker after a failed cell), SIGTERMed after ``grace_s``.
 
-    Spark's JVM carries the notebook's temporary paths on its command line and
-    exits on its own shortly after the kernel does, hence the grace period.
+    Spark's JVM carries the scratch directory on its command line and exits on
+    its own shortly after the kernel does, hence the grace period; while the
+    kernel runs, ``spare_spark_jvm`` leaves it out.
     """
     deadline = time.monotonic() + grace_s
-    while (left := _processes_mentioning(tmp)) and time.monotonic() < deadline:
+    while (left := _processes_mentioning(tmp, spare_spark_jvm)) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in left:
         try:
@@ -131,24 +146,48 @@ def _plot_cells_without_png(nb: Any) -> tuple[int, list[int]]:
     return len(plots), missing
 
 
+class _Kernel:
+    """One ``python3`` kernel for the module's notebooks, with TMPDIR in ``scratch``."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(env=_kernel_env(scratch), cwd=str(scratch))
+
+    def run(self, nb: Any, run_dir: Path) -> None:
+        """Empty the namespace, move to ``run_dir``, then run ``nb`` top to bottom."""
+        fresh = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+            f"get_ipython().run_line_magic('reset', '-f')\nimport os\nos.chdir({str(run_dir)!r})\ndel os")])
+        NotebookClient(fresh, timeout=60, km=self.km).execute()
+        NotebookClient(nb, timeout=CELL_TIMEOUT_S, km=self.km).execute()
+
+    def stop(self) -> list[str]:
+        self.km.shutdown_kernel(now=False)
+        return _stop_leftovers(self.scratch)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Kernel]:
+    shared = _Kernel(tmp_path_factory.mktemp("notebook-scratch"))
+    yield shared
+    leftovers = shared.stop()
+    assert not leftovers, f"the notebooks' kernel left processes running: {leftovers}"
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_top_to_bottom(path: Path, tmp_path: Path) -> None:
-    run_dir, scratch = tmp_path / "run", tmp_path / "tmp"
+def test_notebook_runs_top_to_bottom(path: Path, tmp_path: Path, kernel: _Kernel) -> None:
+    run_dir, scratch = tmp_path / "run", kernel.scratch
     run_dir.mkdir()
-    scratch.mkdir()
     copy = run_dir / path.name
     shutil.copyfile(path, copy)
     nb = nbformat.read(copy, as_version=4)
-    client = NotebookClient(
-        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(run_dir)}}
-    )
     try:
-        client.execute(env=_kernel_env(scratch))
+        kernel.run(nb, run_dir)
     except CellExecutionError as exc:
         pytest.fail(f"{path.name} failed:\n{_ANSI.sub('', str(exc))}", pytrace=False)
     finally:
-        leftovers = _stop_leftovers(scratch)
+        leftovers = _stop_leftovers(scratch, spare_spark_jvm=True)
         nbformat.write(nb, tmp_path / f"executed-{path.name}")
     assert not leftovers, f"{path.name} left processes running: {leftovers}"
     assert sorted(p.name for p in run_dir.iterdir()) == [path.name], "the notebook wrote into its working directory"
