@@ -27,6 +27,7 @@ from tests import launcher
 from tests.procs import free_port as _free_port
 from tests.procs import stop_process
 from tests.s3_support import s3_server  # noqa: F401  (fixture: moto's S3 server on loopback)
+from tests.work_order import longest_first
 
 # Every JVM the tests start through spark-submit (the shared session, the notebooks' and the
 # subprocess sessions): C1 only and the serial collector. Test jobs are small and short, and
@@ -71,11 +72,25 @@ def _work_unit(item: pytest.Item) -> str | None:
     return None
 
 
+def _group_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return item.nodeid
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # the units go out longest first (tests/work_order.py)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker appends "@group" to the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (unit := _work_unit(item)):
             item.add_marker(pytest.mark.xdist_group(unit))
+    if hasattr(config, "workerinput"):  # an xdist worker: its collection's order is the order units go out
+        longest_first(items, _group_of)
 
 
 @pytest.fixture
