@@ -85,15 +85,14 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
     firsts: list[SendFuture] = []  # the first future of each batch (its stages are the batch's)
     which = np.zeros(n, np.int64)  # message -> index into firsts
     known: dict[int, int] = {}
-    pauses: list[float] = []  # full (generation 2) collections while sending
+    pauses: list[tuple[int, float, float]] = []  # (generation, start, stop) of every collection while sending
     began = [0.0]
 
     def on_gc(phase: str, info: dict[str, int]) -> None:
-        if info["generation"] == 2:
-            if phase == "start":
-                began[0] = time.perf_counter()
-            else:
-                pauses.append(time.perf_counter() - began[0])
+        if phase == "start":
+            began[0] = time.monotonic()
+        else:
+            pauses.append((info["generation"], began[0], time.monotonic()))
 
     with Producer(url, linger_ms=linger_ms) as p:
         p.send(topic, body).result(60)
@@ -114,13 +113,49 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
         gc.callbacks.remove(on_gc)
     achieved = n / (time.monotonic() - started)
     stages = np.array([[s["taken"], s["posted"], s["answered"]] for s in (f.stages() for f in firsts)])[which]
-    out = _percentiles("", (acked_at - sent_at) * 1000)
-    for name, ms in (("to_taken", stages[:, 0] - sent_at), ("to_posted", stages[:, 1] - stages[:, 0]),
-                     ("round_trip", stages[:, 2] - stages[:, 1]), ("to_callback", acked_at - stages[:, 2])):
-        out.update(_percentiles(name + "_", ms * 1000))
-    return {**out, "failed": len(errors), "achieved_rate": achieved,
-            "requests": len(firsts), "gc_full_passes": len(pauses),
-            "gc_longest_ms": max(pauses, default=0.0) * 1000}
+    total = (acked_at - sent_at) * 1000
+    out = _percentiles("", total)
+    split = {"to_taken": stages[:, 0] - sent_at, "to_posted": stages[:, 1] - stages[:, 0],
+             "round_trip": stages[:, 2] - stages[:, 1], "to_callback": acked_at - stages[:, 2]}
+    tail = total >= out["p99_ms"]  # the slowest 1 %: what their time went to (mean ms per stage)
+    for name, s in split.items():
+        out.update(_percentiles(name + "_", s * 1000))
+        out[name + "_tail_ms"] = float(s[tail].mean() * 1000)
+    out.update(_gc_figures(pauses, sent_at[tail], acked_at[tail]))
+    return {**out, "failed": len(errors), "achieved_rate": achieved, "requests": len(firsts)}
+
+
+def _gc_figures(pauses: list[tuple[int, float, float]], tail_from: np.ndarray, tail_to: np.ndarray) -> dict[str, float]:
+    """Collections per generation (count, longest ms, total ms) and the mean collection time
+    inside a tail message's send-to-ack window (``gc_in_tail_ms``)."""
+    out: dict[str, float] = {}
+    for gen in (0, 1, 2):
+        ms = [(stop - start) * 1000 for g, start, stop in pauses if g == gen]
+        out[f"gc{gen}_count"], out[f"gc{gen}_longest_ms"] = len(ms), max(ms, default=0.0)
+        out[f"gc{gen}_total_ms"] = sum(ms)
+    inside = np.zeros(len(tail_from))
+    for _g, start, stop in pauses:
+        inside += np.clip(np.minimum(stop, tail_to) - np.maximum(start, tail_from), 0.0, None)
+    out["gc_in_tail_ms"] = float(inside.mean() * 1000) if len(inside) else 0.0
+    return out
+
+
+def _broker_produce_buckets(url: str) -> dict[str, float]:
+    """The broker's produce-latency histogram (cumulative count per bucket bound, seconds as text)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    prefix = 'sparkmq_produce_latency_seconds_bucket{le="'
+    return {line[len(prefix):line.index('"', len(prefix))]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith(prefix)}
+
+
+def _broker_share(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Requests the broker handled between two histograms, and the share over 5, 10 and 25 ms
+    (its handler's time: from the request's arrival in the route to its answer)."""
+    def count(le: str) -> float:
+        return after.get(le, 0.0) - before.get(le, 0.0)
+    n = count("+Inf")
+    return {"broker_requests": n, **{f"broker_over_{ms}ms": (n - count(le)) / n if n else 0.0
+                                     for ms, le in ((5, "0.005"), (10, "0.01"), (25, "0.025"))}}
 
 
 def _percentiles(prefix: str, ms: np.ndarray) -> dict[str, float]:
@@ -165,14 +200,23 @@ def run(rec: Recorder, url: str, args: argparse.Namespace) -> None:
                     peer="bulk Arrow produce (10k rows per request, one in flight)", peer_value=bulk,
                     details={"load": load}))
     rec.phase(f"latency: {args.rate:,} msg/s for {args.seconds:g} s, linger_ms 5")
+    before = _broker_produce_buckets(url)
     lat = producer_latency(url, "latency", args.rate, args.seconds)
     load = _load()
+    lat.update(_broker_share(before, _broker_produce_buckets(url)))
     print(f"send-to-ack at {lat['achieved_rate']:,.0f} msg/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
           f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed, {lat['requests']:,} requests ({load})")
+    print("  stage        :    p50,    p99; mean in the slowest 1 %")
     for stage in ("to_taken", "to_posted", "round_trip", "to_callback"):
-        print(f"  {stage:<12}: p50 {lat[stage + '_p50_ms']:6.1f} ms, p99 {lat[stage + '_p99_ms']:6.1f} ms")
-    print(f"  full garbage collections in the sending process: {lat['gc_full_passes']}, longest "
-          f"{lat['gc_longest_ms']:.1f} ms")
+        print(f"  {stage:<12}: {lat[stage + '_p50_ms']:6.1f}, {lat[stage + '_p99_ms']:6.1f}; "
+              f"{lat[stage + '_tail_ms']:6.1f} ms")
+    print("  garbage collections of the sending process (each stops every thread): "
+          + "; ".join(f"gen {g} x{lat[f'gc{g}_count']:.0f} longest {lat[f'gc{g}_longest_ms']:.1f} ms "
+                      f"total {lat[f'gc{g}_total_ms']:.0f} ms" for g in (0, 1, 2))
+          + f"; inside a slowest-1 % message's wait: {lat['gc_in_tail_ms']:.1f} ms mean")
+    print(f"  the broker's produce handler (sparkmq_produce_latency_seconds, {lat['broker_requests']:.0f} requests): "
+          f"{lat['broker_over_5ms']:.1%} over 5 ms, {lat['broker_over_10ms']:.1%} over 10 ms, "
+          f"{lat['broker_over_25ms']:.1%} over 25 ms")
     rec.add(Measure("producer.latency_p99", f"Producer send-to-ack p99 at {args.rate:,} msg/s, linger_ms 5",
                     lat["p99_ms"], "ms", targets=(Target("<=", 20.0),), details={**lat, "load": load}))
 
