@@ -67,7 +67,10 @@ class Connections:
             error = answer_error(status, body, retry_after, url + path)
             delay = busy_delay(error, attempt, client._busy_retries)
             if delay is None:
-                raise error
+                try:
+                    raise error
+                finally:
+                    del error  # a local naming the raised error would tie it to this frame: a reference cycle
             client.busy_retried += 1
             time.sleep(delay)
         raise AssertionError("unreachable")  # the loop returns or raises
