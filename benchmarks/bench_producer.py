@@ -9,14 +9,18 @@ One broker on 127.0.0.1 (no Delta mirror), topic of 4 queues, 100-byte bodies:
    message acknowledged), next to ``benchmarks.bench_spark.produce_bulk``
    (Arrow IPC requests of 10,000 rows, one at a time) in the same run;
 2. latency: sends paced at ``--rate`` msg/s for ``--seconds`` with
-   ``linger_ms=5``; send-to-ack time of every message (its callback), p50 and
-   p99 (goal: p99 <= 20 ms at 10k msg/s), and the same split into stages
-   (send -> batch taken by a sender -> posted -> answered -> callback), with
-   the full passes of the sending process's garbage collector during the run
-   (they stop every thread of the process: the longest is in the tail).  The
-   loop keeps one future per batch (for its stages), not one per message: a
-   list of 50,000 futures would itself make the collector's passes longer
-   and more frequent, and time them into the figures it measures.
+   ``linger_ms=5``, in 1 ms ticks (the messages due in a tick go in one
+   burst, timed each); send-to-ack time of every message (its callback), p50
+   and p99 (goal: p99 <= 20 ms at 10k msg/s), and the same split into stages
+   (send -> batch taken by a sender -> posted -> answered -> callback) with
+   their mean over the slowest 1 %; the sending process's garbage
+   collections per generation (each stops every thread of the process) and
+   how much of them fell inside a slowest-1 % message's wait; the CPU the
+   sending process used; and the broker's own produce-handler times (its
+   ``sparkmq_produce_latency_seconds``) over the same requests.  The loop
+   keeps one future per batch (for its stages), not one per message: a list
+   of 50,000 futures would itself make the collector's passes longer and more
+   frequent, and time them into the figures it measures.
 
 Every figure carries the machine's load average (``os.getloadavg``) at its end.
 """
@@ -39,6 +43,8 @@ from benchmarks.results import Measure, Recorder, Target
 from broker_api.client import Producer, SendFuture
 
 __all__ = ["producer_latency", "producer_rate"]
+
+_TICK_S = 0.001
 
 
 def _load() -> str:
@@ -98,10 +104,10 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
         p.send(topic, body).result(60)
         gc.callbacks.append(on_gc)
         started = time.monotonic()
+        cpu = time.process_time()
         for i in range(n):
-            due = started + i / rate
-            while (now := time.monotonic()) < due:
-                time.sleep(min(0.001, due - now))
+            if (ahead := started + i / rate - time.monotonic()) > 0:
+                time.sleep(max(ahead, _TICK_S))  # 1 ms ticks: the messages due meanwhile go in one burst
             sent_at[i] = time.monotonic()
             future = p.send(topic, body, callback=on_ack(i))
             at = known.get(id(future[0]))
@@ -111,7 +117,9 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
             which[i] = at
         p.flush(60)
         gc.callbacks.remove(on_gc)
-    achieved = n / (time.monotonic() - started)
+        cpu = time.process_time() - cpu
+    elapsed = time.monotonic() - started
+    achieved = n / elapsed
     stages = np.array([[s["taken"], s["posted"], s["answered"]] for s in (f.stages() for f in firsts)])[which]
     total = (acked_at - sent_at) * 1000
     out = _percentiles("", total)
@@ -122,7 +130,8 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
         out.update(_percentiles(name + "_", s * 1000))
         out[name + "_tail_ms"] = float(s[tail].mean() * 1000)
     out.update(_gc_figures(pauses, sent_at[tail], acked_at[tail]))
-    return {**out, "failed": len(errors), "achieved_rate": achieved, "requests": len(firsts)}
+    return {**out, "failed": len(errors), "achieved_rate": achieved, "requests": len(firsts),
+            "client_cpu": cpu / elapsed}
 
 
 def _gc_figures(pauses: list[tuple[int, float, float]], tail_from: np.ndarray, tail_to: np.ndarray) -> dict[str, float]:
@@ -205,7 +214,8 @@ def run(rec: Recorder, url: str, args: argparse.Namespace) -> None:
     load = _load()
     lat.update(_broker_share(before, _broker_produce_buckets(url)))
     print(f"send-to-ack at {lat['achieved_rate']:,.0f} msg/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
-          f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed, {lat['requests']:,} requests ({load})")
+          f"max {lat['max_ms']:.1f} ms, {lat['failed']} failed, {lat['requests']:,} requests, the sending process "
+          f"busy {lat['client_cpu']:.0%} of a core ({load})")
     print("  stage        :    p50,    p99; mean in the slowest 1 %")
     for stage in ("to_taken", "to_posted", "round_trip", "to_callback"):
         print(f"  {stage:<12}: {lat[stage + '_p50_ms']:6.1f}, {lat[stage + '_p99_ms']:6.1f}; "
