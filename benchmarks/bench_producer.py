@@ -1,6 +1,7 @@
 """The asynchronous Producer (issue 34) next to the bulk Arrow produce it builds on, and its latency.
 
-    python -m benchmarks.bench_producer [--rows 1000000] [--rate 10000] [--seconds 5] [--json-out PATH]
+    python -m benchmarks.bench_producer [--rows 1000000] [--rate 10000] [--seconds 5] [--spin]
+                                        [--switch-interval-ms MS] [--json-out PATH]
 
 One broker on 127.0.0.1 (no Delta mirror), topic of 4 queues, 100-byte bodies:
 
@@ -20,7 +21,9 @@ One broker on 127.0.0.1 (no Delta mirror), topic of 4 queues, 100-byte bodies:
    ``sparkmq_produce_latency_seconds``) over the same requests.  The loop
    keeps one future per batch (for its stages), not one per message: a list
    of 50,000 futures would itself make the collector's passes longer and more
-   frequent, and time them into the figures it measures.
+   frequent, and time them into the figures it measures.  ``--spin`` makes
+   the sending thread compute between sends (it then holds the interpreter
+   lock but for the switch interval, ``--switch-interval-ms``).
 
 Every figure carries the machine's load average (``os.getloadavg``) at its end.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,7 +74,8 @@ def producer_rate(url: str, topic: str, rows: int, **options: Any) -> float:
     return rows / elapsed
 
 
-def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms: float = 5.0) -> dict[str, float]:
+def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms: float = 5.0,
+                     spin: bool = False) -> dict[str, float]:
     """Sends paced at ``rate`` msg/s; send-to-ack milliseconds (p50, p99, max), failures, and the
     p50/p99 of each stage (``SendFuture.stages``): send -> batch taken by a sender (linger, or a
     wait behind its queue's request in flight), taken -> posted (Arrow built), posted -> answered
@@ -107,7 +112,11 @@ def producer_latency(url: str, topic: str, rate: int, seconds: float, linger_ms:
         cpu = time.process_time()
         for i in range(n):
             if (ahead := started + i / rate - time.monotonic()) > 0:
-                time.sleep(max(ahead, _TICK_S))  # 1 ms ticks: the messages due meanwhile go in one burst
+                if spin:  # an application thread that computes between sends, never sleeping
+                    while time.monotonic() - started < i / rate:
+                        sum(range(50))
+                else:
+                    time.sleep(max(ahead, _TICK_S))  # 1 ms ticks: the messages due meanwhile go in one burst
             sent_at[i] = time.monotonic()
             future = p.send(topic, body, callback=on_ack(i))
             at = known.get(id(future[0]))
@@ -177,9 +186,16 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000, help="messages for the throughput rows (100 B each)")
     ap.add_argument("--rate", type=int, default=10_000, help="paced send rate for the latency row, msg/s")
     ap.add_argument("--seconds", type=float, default=5.0, help="how long the latency row sends")
+    ap.add_argument("--spin", action="store_true",
+                    help="latency row: the sending thread computes between sends instead of sleeping")
+    ap.add_argument("--switch-interval-ms", type=float, default=None,
+                    help="sys.setswitchinterval for this process (default: Python's, 5 ms)")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
-    rec = Recorder("producer", args.json_out, {"rows": args.rows, "rate": args.rate, "seconds": args.seconds})
+    if args.switch_interval_ms is not None:
+        sys.setswitchinterval(args.switch_interval_ms / 1000)
+    rec = Recorder("producer", args.json_out, {"rows": args.rows, "rate": args.rate, "seconds": args.seconds,
+                                          "spin": args.spin, "switch_interval_ms": sys.getswitchinterval() * 1000})
     with tempfile.TemporaryDirectory(prefix="bench-producer-") as d:
         rec.phase("starting a sparkmq broker")
         proc, url = start_broker(Path(d) / "data")
@@ -208,9 +224,11 @@ def run(rec: Recorder, url: str, args: argparse.Namespace) -> None:
                     "process, until all acknowledged", rate, "msg/s",
                     peer="bulk Arrow produce (10k rows per request, one in flight)", peer_value=bulk,
                     details={"load": load}))
-    rec.phase(f"latency: {args.rate:,} msg/s for {args.seconds:g} s, linger_ms 5")
+    rec.phase(f"latency: {args.rate:,} msg/s for {args.seconds:g} s, linger_ms 5"
+              + (", a sending thread that never sleeps" if args.spin else "")
+              + f", switch interval {sys.getswitchinterval() * 1000:g} ms")
     before = _broker_produce_buckets(url)
-    lat = producer_latency(url, "latency", args.rate, args.seconds)
+    lat = producer_latency(url, "latency", args.rate, args.seconds, spin=args.spin)
     load = _load()
     lat.update(_broker_share(before, _broker_produce_buckets(url)))
     print(f"send-to-ack at {lat['achieved_rate']:,.0f} msg/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
