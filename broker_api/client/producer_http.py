@@ -3,11 +3,11 @@
 Each sender thread keeps its own HTTP/1.1 connection per broker: a plain
 socket, one ``sendall`` of the request head and body, and the answer read
 with a few lines of parsing (status, ``Content-Length`` or chunks,
-``Connection``, ``Retry-After``).  A request costs it about a tenth of the CPU
-``http.client`` takes (whose header parsing goes through the ``email``
-package and makes some fifty objects per answer), and a third of that again
-below the client's shared httpx pool: in a process whose sending thread,
-sender threads and callbacks share one interpreter lock, that CPU is
+``Connection``, ``Retry-After``).  A request costs it about a third of the
+CPU ``http.client`` takes (whose header parsing goes through the ``email``
+package), itself about a third of the client's shared httpx pool: in a
+process whose sending thread, sender threads and callbacks share one
+interpreter lock, that CPU is
 latency.  It is used for ``http://`` brokers unless requests are signed
 (``user=``/``secret=``; a ``token`` is one header); ``https://`` and signed
 requests go through the client's httpx connection (``SparkMQClient._call``).
