@@ -7,8 +7,7 @@ with a few lines of parsing (status, ``Content-Length`` or chunks,
 CPU ``http.client`` takes (whose header parsing goes through the ``email``
 package), itself about a third of the client's shared httpx pool: in a
 process whose sending thread, sender threads and callbacks share one
-interpreter lock, that CPU is
-latency.  It is used for ``http://`` brokers unless requests are signed
+interpreter lock, that CPU is latency.  It is used for ``http://`` brokers unless requests are signed
 (``user=``/``secret=``; a ``token`` is one header); ``https://`` and signed
 requests go through the client's httpx connection (``SparkMQClient._call``).
 
