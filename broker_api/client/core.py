@@ -138,7 +138,10 @@ class SparkMQClient(LookupMixin, PopMixin, TablesMixin):
             error = error_from_answer(resp, url)
             delay = busy_delay(error, attempt, self._busy_retries)
             if delay is None:
-                raise error
+                try:
+                    raise error
+                finally:
+                    del error  # a local naming the raised error would tie it to this frame: a reference cycle
             self.busy_retried += 1
             log.info("%s answered %s (%s); retry %d of %d in %.2f s", url.split("/v1")[0], resp.status_code,
                      getattr(error, "code", ""), attempt + 1, self._busy_retries, delay)

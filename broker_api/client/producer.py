@@ -21,6 +21,7 @@ queue_offset) either way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from ..errors import BadRequestError, BrokerError
@@ -34,7 +35,7 @@ from .producer_batch import (
     failed_future,
 )
 from .producer_http import Connections
-from .producer_route import Placer
+from .producer_route import Placer, nothing_waits
 from .producer_sender import Accumulator, Limits, Transport
 
 __all__ = ["BufferFullError", "ProduceTimeoutError", "Producer", "ProducerClosedError", "SendFuture"]
@@ -67,8 +68,8 @@ class Producer:
         limits = Limits(linger_ms / 1000, batch_max_messages, batch_max_bytes, max_in_flight, buffer_max_bytes,
                         on_full == "block", max_block_s, send_retries, send_timeout_s, msg_ids)
         faults = self.client.faults
-        transport = Transport(lambda: Connections(self.client), self._placer.url, self._placer.free, faults.failed,
-                              faults.succeeded)
+        transport = Transport(partial(Connections, self.client), self._placer.url, self._placer.free,
+                              faults.failed, faults.succeeded)
         self._acc = Accumulator(limits, transport)
         self._placer.busy = self._acc.busy
         self._closed = False
@@ -113,6 +114,7 @@ class Producer:
         try:
             return self._acc.close(timeout)
         finally:
+            self._placer.busy = nothing_waits  # the placer and the buffer let go of each other: no cycle left
             self.client.close()
 
     def __enter__(self) -> Producer:

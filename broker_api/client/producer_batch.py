@@ -46,6 +46,8 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 BatchKey = tuple[str, str, int | None]  # (topic, broker name, queue id or None = the broker places it)
 Callback = Callable[[SendResult | None, BrokerError | None], None]
 _PROPS = pa.map_(pa.string(), pa.string())
+_SCHEMAS: dict[tuple[str, ...], bytes] = {}  # column names -> the stream's schema message
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 
 class BufferFullError(BrokerError):
@@ -70,7 +72,7 @@ class Batch:
         self.keys: list[str | None] | None = None
         self.tags: list[str | None] | None = None
         self.props: list[Mapping[str, str] | None] | None = None
-        self.callbacks: list[tuple[int, Callback]] = []
+        self.callbacks: list[Callback | None] | None = None  # one per message once one has a callback
         self.nbytes = 0
         self.plain = True  # no key, tags or properties yet: a body is all a message adds
         self.open = True  # takes more messages
@@ -100,8 +102,9 @@ class Batch:
         if props is not None or self.props is not None:
             self.props = self.props if self.props is not None else [None] * i
             self.props.append(props)
-        if callback is not None:
-            self.callbacks.append((i, callback))
+        if callback is not None or self.callbacks is not None:
+            self.callbacks = self.callbacks if self.callbacks is not None else [None] * i
+            self.callbacks.append(callback)
         self.plain = self.keys is None and self.tags is None and self.props is None
         return i
 
@@ -120,11 +123,12 @@ class Batch:
             cols["properties"] = pa.array([None if p is None else list(p.items()) for p in self.props], _PROPS)
         if self.key[2] is not None:
             cols["queue_id"] = pa.array(np.full(n, self.key[2], np.int32))
-        table = pa.table(cols)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        return sink.getvalue().to_pybytes()
+        names = tuple(cols)
+        schema = _SCHEMAS.get(names)
+        if schema is None:  # the stream's first message depends only on which columns there are
+            schema = _SCHEMAS[names] = pa.schema([(k, a.type) for k, a in cols.items()]).serialize().to_pybytes()
+        batch = pa.RecordBatch.from_arrays(list(cols.values()), names=list(names))
+        return b"".join((schema, batch.serialize().to_pybytes(), _END_OF_STREAM))
 
     def results_from(self, broker: str, answer: Mapping[str, Any]) -> Sequence[SendResult]:
         """Each message's :class:`SendResult` from the broker's answer (summary or full)."""
@@ -139,10 +143,18 @@ class Batch:
         """Set every message's outcome (once) and run the callbacks (a failing callback is the caller's)."""
         if self.done.is_set():
             return
+        cause: BaseException | None = error
+        for _ in range(16):  # the sender thread's frames (this batch among their locals): a reference cycle
+            if cause is None:
+                break
+            cause.__traceback__ = None
+            cause = cause.__cause__ or cause.__context__
         self.results, self.error = results, error
         self.done.set()
-        callbacks, self.callbacks = self.callbacks, []
-        for i, callback in callbacks:
+        callbacks, self.callbacks = self.callbacks, None
+        for i, callback in enumerate(callbacks or ()):
+            if callback is None:
+                continue
             try:
                 callback(results[i] if results is not None else None, error)
             except Exception:  # the callback's own bug: logged, the sender and the other callbacks go on
@@ -195,12 +207,17 @@ class SendFuture(tuple[Batch, int]):
 
     def result(self, timeout: float | None = None) -> SendResult:
         """The message's :class:`SendResult`; raises the client's error when it was not stored."""
-        if not self._batch.done.wait(timeout):
+        batch = self._batch
+        if not batch.done.wait(timeout):
             raise ProduceTimeoutError(f"the message's outcome is not known after {timeout} s; it is still being sent")
-        if self._batch.error is not None:
-            raise self._batch.error
-        assert self._batch.results is not None
-        return self._batch.results[self._index]
+        error = batch.error
+        if error is not None:
+            try:
+                raise error
+            finally:  # the traceback holds this frame: without its locals, no cycle through the batch
+                del self, batch, error
+        assert batch.results is not None
+        return batch.results[self._index]
 
     def stages(self) -> dict[str, float]:
         """When (``time.monotonic()``) the message's batch was opened, taken by a sender, posted and
@@ -209,13 +226,10 @@ class SendFuture(tuple[Batch, int]):
         return {"opened": b.created, "taken": b.taken, "posted": b.posted, "answered": b.answered}
 
     def exception(self, timeout: float | None = None) -> BrokerError | None:
-        try:
-            self.result(timeout)
-        except ProduceTimeoutError:
-            raise
-        except BrokerError as exc:
-            return exc
-        return None
+        """The client's error when the message was not stored, else None (raises ProduceTimeoutError when not known)."""
+        if not self._batch.done.wait(timeout):
+            raise ProduceTimeoutError(f"the message's outcome is not known after {timeout} s; it is still being sent")
+        return self._batch.error
 
 
 def failed_future(key: BatchKey, error: BrokerError, callback: Callback | None) -> SendFuture:

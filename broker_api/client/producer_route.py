@@ -38,7 +38,7 @@ from .placement import Slot
 from .producer_batch import Batch
 from .producer_sender import QueueKey
 
-__all__ = ["Placer"]
+__all__ = ["Placer", "nothing_waits"]
 
 _ENDPOINT_TTL_S = 5.0
 
@@ -63,6 +63,11 @@ class _Known:
             self.sticky = random.randrange(len(self.keys_live))
 
 
+def nothing_waits(key: QueueKey) -> bool:
+    """``Placer.busy`` without a producer's buffer (before it is attached, and once it is closed)."""
+    return False
+
+
 class Placer:
     """Places messages and finds broker URLs for the producer (thread-safe)."""
 
@@ -71,7 +76,7 @@ class Placer:
         self._topics: dict[str, _Known] = {}
         self._rr = itertools.count()
         self._lock = threading.Lock()
-        self.busy: Callable[[QueueKey], bool] = lambda key: False  # a batch of that queue waits or is in flight
+        self.busy: Callable[[QueueKey], bool] = nothing_waits  # a batch of that queue waits or is in flight
 
     def place(self, topic: str, key: str | None, queue_id: int | None) -> QueueKey:
         """((topic, broker name, queue id or None), fixed) for one message."""

@@ -126,11 +126,16 @@ class Accumulator:
                 q.append(batch)
                 if len(q) == 1 and qkey not in self._in_flight:
                     self._poke(batch.created + lim.linger_s)
-            if batch.plain and msg_key is None and tags is None and props is None and callback is None:
-                bodies = batch.bodies  # the common case, inline: a body and its size
+            if batch.plain and msg_key is None and tags is None and props is None:
+                bodies = batch.bodies  # the common case, inline: a body, its size (and its callback)
                 i = len(bodies)
                 bodies.append(body)
                 batch.nbytes += size - _MESSAGE_OVERHEAD
+                if callback is not None or batch.callbacks is not None:
+                    callbacks = batch.callbacks
+                    if callbacks is None:
+                        callbacks = batch.callbacks = [None] * i
+                    callbacks.append(callback)
             else:
                 i = batch.add(body, msg_key, tags, props, callback)
             self._unsent += 1

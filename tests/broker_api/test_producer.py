@@ -9,15 +9,20 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import socket
 import threading
 import time
+import weakref
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+import broker_api
 from broker_api.client import (
     BufferFullError,
     Producer,
@@ -29,6 +34,8 @@ from broker_api.client import (
 from broker_api.client.producer_batch import Batch
 from broker_api.client.producer_route import Placer
 from broker_api.errors import BrokerError
+
+BROKER_API = Path(broker_api.__file__).parent
 
 
 def _producer_threads() -> list[threading.Thread]:
@@ -264,6 +271,52 @@ def test_close_flushes_stops_every_thread_and_refuses_later_sends(quick: Any) ->
     with pytest.raises(ProducerClosedError):
         p.send("closing", "late")
     assert p.close() == 0  # twice is safe
+
+
+def test_a_closed_producer_and_its_batches_are_freed_without_the_cyclic_collector(quick: Any) -> None:
+    """No reference cycle: the collector's full passes (which stop every thread) have nothing of ours to find."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        p = Producer(quick.url, linger_ms=1)
+        calls = []
+        for i in range(3_000):  # free, explicit-queue and keyed messages, some with callbacks
+            p.send("acyclic", f"m{i}", key=f"k{i}" if i % 5 == 0 else None, queue_id=i & 3 if i % 3 == 0 else None,
+                   callback=(lambda r, e: calls.append(e)) if i % 2 else None)
+        kept = p.send("acyclic", "last")
+        batch = weakref.ref(kept[0])
+        assert p.close(30) == 0 and len(calls) == 1_500 and calls == [None] * 1_500
+        gone = weakref.ref(p)
+        del p, kept
+        assert gone() is None and batch() is None  # freed by reference counting alone
+        gc.collect()
+        cyclic = [o for o in gc.garbage if type(o).__module__.startswith("broker_api") or isinstance(o, threading.Thread)
+                  or type(o).__name__ == "frame" and o.f_code.co_filename.startswith(str(BROKER_API))]
+        assert cyclic == []  # (httpx's own request and response cycles are not ours to break)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+def test_a_failed_send_keeps_its_error_but_not_the_sender_frames_behind_it() -> None:
+    with socket.socket() as s:  # a port nobody listens on: every send fails (connection refused)
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    gc.collect()
+    gc.disable()
+    try:
+        p = Producer(dead, linger_ms=1, timeout_s=2)
+        futures = [p.send("nowhere", f"m{i}") for i in range(10)]
+        p.close(10)
+        errors = [f.exception(5) for f in futures]
+        assert all(isinstance(e, BrokerError) for e in errors), errors[:2]
+        gone = weakref.ref(p)
+        del p
+        assert gone() is None  # no error's traceback ties the producer's frames to it
+    finally:
+        gc.enable()
 
 
 def test_a_broker_killed_mid_flight_fails_futures_with_our_errors_and_stores_nothing_twice(fast_broker: Any) -> None:
