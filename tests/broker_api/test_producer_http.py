@@ -1,4 +1,4 @@
-"""The Producer's own HTTP/1.1 exchange (client/producer_http.py) against a scripted server on 127.0.0.1.
+"""The Producer senders' kept-alive connections (client/producer_http.py) against a scripted server on 127.0.0.1.
 
     answers           Content-Length, chunked, 100 Continue first, to the end of the connection
     keep-alive        one connection for many requests; a new one after ``Connection: close``
