@@ -270,19 +270,24 @@ class BatchWriter:
         return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
 
 
+_VARINT_LIMITS = np.array([1 << (7 * j) for j in range(1, 10)], np.uint64)  # the first value needing j + 1 bytes
+
+
 def _varint_sizes(v: np.ndarray) -> np.ndarray:
     """Bytes each (already zig-zagged, unsigned) value takes as a varint."""
-    k = np.ones(len(v), np.int64)
-    for j in range(1, 10):
-        k += v >= (np.uint64(1) << np.uint64(7 * j))
-    return k
+    return np.searchsorted(_VARINT_LIMITS, v, side="right") + 1
 
 
 def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, k: np.ndarray) -> None:
-    for j in range(int(k.max(initial=1))):
-        m = k > j
-        byte = (v[m] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        out[at[m] + j] = (byte | np.where(k[m] > j + 1, 0x80, 0).astype(np.uint64)).astype(np.uint8)
+    widest = int(k.max(initial=1))
+    same = int(k.min(initial=1)) == widest  # the usual column: every value takes as many bytes
+    for j in range(widest):
+        m = slice(None) if same else k > j
+        byte = ((v[m] >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8)
+        if same:
+            out[at + j] = byte | 0x80 if j + 1 < widest else byte
+        else:
+            out[at[m] + j] = byte | np.where(k[m] > j + 1, 0x80, 0).astype(np.uint8)
 
 
 def _zigzag(x: np.ndarray) -> np.ndarray:
