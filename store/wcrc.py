@@ -33,11 +33,6 @@ FLAG = 1 << 16
 MARK = b"WCRC\x01"
 LEN = len(MARK) + 8 + 1  # 14
 PLACEHOLDER = MARK + b"00000000\x02"
-_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
-_UNHEX = np.full(256, 255, np.uint8)
-_UNHEX[_HEX] = np.arange(16, dtype=np.uint8)
-_SHIFTS = np.arange(28, -4, -4, dtype=np.uint32)
-_MARK = np.frombuffer(MARK, np.uint8)
 _DIGITS = np.arange(8, dtype=np.int64)
 
 

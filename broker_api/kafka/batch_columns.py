@@ -83,9 +83,9 @@ def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_
         _put_varints(out, at, vl, k_vl)
         _place(out, at + k_vl, vlen, values)
     last = int(offsets[-1]) - base_offset
-    HEADER.pack_into(batch, 0, base_offset, len(batch) - 12, 0, 2, 0, attributes, last, base_ts, int(born.max()),
+    HEADER.pack_into(batch.data, 0, base_offset, len(batch) - 12, 0, 2, 0, attributes, last, base_ts, int(born.max()),
                      -1, -1, -1, len(offsets))
-    _CRC.pack_into(batch, 17, crc32c.crc32c(batch[_CRC_FROM:]))
+    _CRC.pack_into(batch.data, 17, crc32c.crc32c(batch[_CRC_FROM:].data))
     return batch.tobytes()
 
 

@@ -4,6 +4,7 @@ a fetch at it answers CORRUPT_MESSAGE, and the records after it are served again
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -58,7 +59,7 @@ def _produce(bootstrap: str, topic: str) -> None:
 
 def _damage(data_dir: Path, marker: bytes, delta: int) -> None:
     """Flip one byte ``delta`` bytes from where ``marker`` (a record's body) starts in the CommitLog."""
-    seg = sorted((data_dir / "store" / "commitlog").iterdir())[0]
+    seg = min((data_dir / "store" / "commitlog").iterdir())
     with open(seg, "r+b") as f:
         data = f.read()
         at = data.index(marker) + delta
@@ -73,6 +74,9 @@ def test_a_damaged_commitlog_byte_is_refused_over_kafka_fetch(kafka: KafkaBroker
     create_topic(kafka.url, topic, 1)
     _produce(kafka.bootstrap, topic)
     port = kafka.kafka_port
+    deadline = time.monotonic() + 20
+    while _fetch(port, topic, 0, 12) != (0, list(range(_ROWS))) and time.monotonic() < deadline:
+        time.sleep(0.1)  # acknowledged, and visible to reads once dispatched
     for version in (11, 12):
         assert _fetch(port, topic, 0, version) == (0, list(range(_ROWS)))  # whole: read and checked
     delta = 50 if where == "body" else _BORN_TS_AT + 7 - 88  # the header lies 88 bytes before the body
