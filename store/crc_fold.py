@@ -7,10 +7,12 @@ zlib's CRC-32 composes: for byte strings ``A`` and ``B``::
 where ``shift(x, n)`` runs the CRC register ``x`` over ``n`` zero bytes, a
 linear map on 32 bits (zlib's ``crc32_combine``).  So for ``n`` bodies of one
 length ``L`` the stored CRCs ``c[0..n)`` fold into the CRC their
-concatenation must have; the fold is a tree of vectorised steps (pairs, then
-pairs of pairs, ...), each a 4-table lookup per value.  :func:`run_ok`
-copies the bodies next to each other (one strided numpy copy), computes
-their CRC with one ``zlib.crc32`` call and compares it with the fold.
+concatenation must have; the fold takes 64 values at a time (one lookup in a
+table of their places and one XOR reduction), then 64 of those, and so on.
+:func:`run_ok` copies the bodies next to each other (one strided numpy copy),
+computes their CRC with one ``zlib.crc32`` call and compares it with the
+fold; :func:`spans_ok` does the same for strings of one length that start
+anywhere (one gather).
 
 A mismatch says only that some record of the run is bad: the caller then
 checks those records one by one to name the first.  A single damaged body or
@@ -34,7 +36,7 @@ import numpy as np
 
 from .crc import crc32
 
-__all__ = ["crc32_at", "crc32_rows", "run_ok", "shift"]
+__all__ = ["crc32_at", "crc32_rows", "run_ok", "shift", "spans_ok"]
 
 _POLY = 0xEDB88320  # reflected CRC-32 polynomial (zlib)
 _BYTES = np.arange(256, dtype=np.uint32)
@@ -75,15 +77,20 @@ def _power(columns: np.ndarray, n: int) -> np.ndarray:
     return result
 
 
-@functools.lru_cache(maxsize=16)
-def _level_tables(length: int, levels: int) -> tuple[np.ndarray, ...]:
-    """Tables of "run over ``length * 2**k`` zero bytes" for k < ``levels``: one squaring per level."""
-    columns = _power(_one_zero_byte(), length)
-    out = []
-    for _ in range(levels):
-        out.append(_tables(columns))
-        columns = _apply(out[-1], columns)
-    return tuple(out)
+_RADIX = 64  # CRC values folded at once: one table lookup and one XOR reduction per 64 values
+_SLOTS = (np.arange(_RADIX, dtype=np.int32)[:, None] * 1024 + np.arange(4, dtype=np.int32) * 256)  # [k, j]
+
+
+@functools.lru_cache(maxsize=32)
+def _radix_table(length: int) -> np.ndarray:
+    """Flat (64 * 4 * 256) uint32: entry [k, j, b] is the value whose byte ``j`` is ``b`` (the others
+    0) run over ``(63 - k) * length`` zero bytes: the place of value ``k`` of 64 strings of
+    ``length`` bytes each, in their concatenation."""
+    step = _zero_run_tables(length)
+    rows = [(_BYTES[None, :] << (8 * np.arange(4, dtype=np.uint32))[:, None]).astype(np.uint32)]  # 0 zero bytes
+    for _ in range(_RADIX - 1):
+        rows.append(_apply(step, rows[-1].reshape(-1)).reshape(4, 256))
+    return np.ascontiguousarray(np.stack(rows[::-1])).reshape(-1)
 
 
 def shift(x: np.ndarray, nbytes: int) -> np.ndarray:
@@ -92,15 +99,19 @@ def shift(x: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 def _fold(crcs: np.ndarray, length: int) -> int:
-    """The CRC of the concatenation of ``len(crcs)`` bodies of ``length`` bytes with these CRCs."""
-    n = len(crcs)
-    levels = max(0, (n - 1).bit_length())
-    vals = np.zeros(1 << levels, np.uint32)
-    vals[len(vals) - n:] = crcs  # zeros in front: an empty prefix (crc 0) leaves the rest unchanged
-    for tables in _level_tables(length, 24)[:levels]:
-        pairs = vals.reshape(-1, 2)
-        vals = _apply(tables, pairs[:, 0]) ^ pairs[:, 1]
-    return int(vals[0])
+    """The CRC of the concatenation of ``len(crcs)`` bodies of ``length`` bytes with these CRCs:
+    ``XOR_i shift(crcs[i], (n - 1 - i) * length)`` (zlib's crc32_combine, which is linear), 64 values
+    at a time: their bytes index one table (:func:`_radix_table`), and an XOR reduction gives one
+    value per 64. The next level folds those, with strings 64 times as long."""
+    vals = crcs.astype("<u4")
+    while len(vals) > 1:
+        groups = -(-len(vals) // _RADIX)
+        padded = np.zeros(groups * _RADIX, "<u4")
+        padded[len(padded) - len(vals):] = vals  # zeros in front: an empty prefix (crc 0) changes nothing
+        picks = _radix_table(length).take(padded.view(np.uint8).reshape(groups, _RADIX, 4) + _SLOTS)
+        vals = np.bitwise_xor.reduce(picks.reshape(groups, -1), axis=1)
+        length *= _RADIX
+    return int(vals[0]) if len(vals) else 0
 
 
 def run_ok(u8: np.ndarray, first: int, stride: int, count: int, length: int, crcs: np.ndarray) -> bool:
@@ -108,6 +119,18 @@ def run_ok(u8: np.ndarray, first: int, stride: int, count: int, length: int, crc
     match their stored ``crcs`` (see the module docstring for the one caveat)."""
     bodies = np.lib.stride_tricks.as_strided(u8[first:], shape=(count, length), strides=(stride, 1))
     return crc32(np.ascontiguousarray(bodies).data) == _fold(crcs.astype(np.uint32), length)
+
+
+def spans_ok(u8: np.ndarray, starts: np.ndarray, length: int, crcs: np.ndarray) -> bool:
+    """Whether the strings ``u8[s:s + length]`` (every one inside ``u8``) all match their ``crcs``:
+    one gather of them side by side, one zlib call, one fold (the module docstring's caveat holds)."""
+    if not len(starts):
+        return True
+    if length <= 0 or int(starts.max()) + length > len(u8) or int(starts.min()) < 0:
+        return False
+    windows = np.lib.stride_tricks.as_strided(u8, shape=(len(u8) - length + 1, length), strides=(u8.strides[0], 1),
+                                              writeable=False)
+    return crc32(windows[starts].data) == _fold(crcs.astype(np.uint32), length)
 
 
 @functools.lru_cache(maxsize=64)

@@ -2,7 +2,7 @@
 
 Each partition's page is read by columns (:meth:`store.MessageStore.get_message_columns`: flat
 body and property buffers, no message objects) and written (by numpy columns when no record has a
-key or headers, :func:`.records.plain_batch`) as one uncompressed batch whose base
+key or headers, :func:`.batch_columns.plain_batch`) as one uncompressed batch whose base
 offset is the fetch offset, so a client never receives records below the offset it asked for.
 The answer waits up to ``max_wait_ms`` for ``min_bytes``, woken by the broker's arrival events;
 ``max_bytes`` bounds the answer (the first non-empty partition is always served whole, as Kafka).
@@ -25,7 +25,8 @@ from .codec import ErrorCode, Request, millis
 from .context import KafkaContext
 from .handlers import has_partition
 from .mapping import keys_only, split_properties, without_seq
-from .records import LOG_APPEND_TIME, BatchWriter, plain_batch
+from .batch_columns import plain_batch
+from .records import LOG_APPEND_TIME, BatchWriter
 
 __all__ = ["fetch", "page_batch"]
 

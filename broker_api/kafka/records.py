@@ -23,12 +23,11 @@ import struct
 from dataclasses import dataclass
 
 import cramjam
-import numpy as np
 import crc32c
 
 from .codec import KafkaProtocolError
 
-__all__ = ["Batch", "Record", "decode_batches", "BatchWriter", "HEADER", "LOG_APPEND_TIME", "plain_batch"]
+__all__ = ["Batch", "Record", "decode_batches", "BatchWriter", "HEADER", "LOG_APPEND_TIME"]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 LOG_APPEND_TIME = 0x08  # the attributes bit: record times are the broker's append times
@@ -268,93 +267,3 @@ class BatchWriter:
                            self.last_delta, self.base_timestamp, self.max_timestamp, *producer, self.count)
         crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
         return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
-
-
-def _varint_sizes(v: np.ndarray) -> np.ndarray:
-    """Bytes each (already zig-zagged, unsigned) value takes as a varint."""
-    k = np.ones(len(v), np.int64)
-    for j in range(1, 10):
-        k += v >= (np.uint64(1) << np.uint64(7 * j))
-    return k
-
-
-def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, k: np.ndarray) -> None:
-    for j in range(int(k.max(initial=1))):
-        m = k > j
-        byte = (v[m] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        out[at[m] + j] = (byte | np.where(k[m] > j + 1, 0x80, 0).astype(np.uint64)).astype(np.uint8)
-
-
-def _zigzag(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.int64)
-    return ((x << 1) ^ (x >> 63)).astype(np.uint64)
-
-
-def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray,
-                attributes: int = 0, keys: tuple[np.ndarray, np.ndarray] | None = None) -> bytes:
-    """One uncompressed batch of records without headers, built by columns (no Python object per
-    record): the same bytes as :class:`BatchWriter` ``add(offset, born, key, body, [])``. ``keys``:
-    (int64 lengths, -1 for a null key; the key bytes one after another), or None: every key null."""
-    base_offset, base_ts = int(offsets[0]), int(born[0])
-    bo = body_offsets.astype(np.int64)
-    vlen = np.diff(bo)
-    klen = np.full(len(vlen), -1, np.int64) if keys is None else keys[0]
-    kbytes = np.maximum(klen, 0)
-    ts, od, kl, vl = _zigzag(born - base_ts), _zigzag(offsets - base_offset), _zigzag(klen), _zigzag(vlen)
-    k_ts, k_od, k_kl, k_vl = _varint_sizes(ts), _varint_sizes(od), _varint_sizes(kl), _varint_sizes(vl)
-    rec_len = 1 + k_ts + k_od + k_kl + kbytes + k_vl + vlen + 1
-    rl = _zigzag(rec_len)
-    k_rl = _varint_sizes(rl)
-    size = k_rl + rec_len
-    start = np.zeros(len(size), np.int64)
-    np.cumsum(size[:-1], out=start[1:])
-    out = np.zeros(int(size.sum()), np.uint8)  # the attributes byte and the header count stay 0
-    _put_varints(out, start, rl, k_rl)
-    at = start + k_rl + 1
-    for value, k in ((ts, k_ts), (od, k_od), (kl, k_kl)):
-        _put_varints(out, at, value, k)
-        at = at + k
-    if keys is not None:
-        _place(out, at, kbytes, keys[1])
-    at = at + kbytes
-    _put_varints(out, at, vl, k_vl)
-    _place(out, at + k_vl, vlen, bodies[bo[0]:bo[-1]])
-    body = out.tobytes()
-    last = int(offsets[-1]) - base_offset
-    head = HEADER.pack(base_offset, HEADER.size - 12 + len(body), 0, 2, 0, attributes, last, base_ts, int(born.max()),
-                       -1, -1, -1, len(offsets))
-    crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_FROM:]))
-    return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + body
-
-
-def _place(out: np.ndarray, at: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
-    """Copy ``data`` into ``out`` as spans of ``lengths`` starting at ``at`` (increasing, disjoint)."""
-    total = int(lengths.sum())
-    if not total:
-        return
-    width = int(lengths[0])
-    if (lengths == width).all() and _strided_place(out, at, width, data):
-        return
-    if total * 8 < len(out):  # short spans (keys): an index per byte
-        out[np.arange(total) + np.repeat(at - (np.cumsum(lengths) - lengths), lengths)] = data
-        return
-    edges = np.zeros(len(out) + 1, np.int8)  # +1 where a span starts, -1 where it ends: a running sum marks them
-    edges[at] = 1
-    edges[at + lengths] -= 1
-    out[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)] = data
-
-
-def _strided_place(out: np.ndarray, at: np.ndarray, width: int, data: np.ndarray) -> bool:
-    """Spans of one width written as a few strided copies (one per run of spans at one distance);
-    False (nothing written) when the runs are too short for that to pay."""
-    gaps = np.diff(at)
-    cuts = np.flatnonzero(gaps[1:] != gaps[:-1]) + 2  # a run starts where the gap changes
-    if len(cuts) * 8 > len(at):
-        return False
-    rows = data.reshape(len(at), width)
-    bounds = [0, *cuts.tolist(), len(at)]
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        step = int(gaps[lo]) if hi - lo > 1 else width
-        view = np.lib.stride_tricks.as_strided(out[int(at[lo]):], (hi - lo, width), (step, 1))
-        view[:] = rows[lo:hi]
-    return True

@@ -115,7 +115,11 @@ class KafkaListener:
                 answer = await self._answer(frame, peer, session)
                 if answer is None:
                     continue
-                writer.write(answer)
+                if isinstance(answer, list):  # a Fetch answer's pieces: its record buffers are not joined
+                    for piece in answer:  # (a view: what the socket does not take is copied once, not twice)
+                        writer.write(memoryview(piece))
+                else:
+                    writer.write(answer)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -138,7 +142,7 @@ class KafkaListener:
                                    "([kafka] max_frame_bytes)")
         return await reader.readexactly(size)
 
-    async def _answer(self, frame: bytes, peer: Any, session: dict[str, Any]) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: Any, session: dict[str, Any]) -> bytes | list[bytes] | None:
         key, version, correlation = peek_header(frame)
         assert self.ctx is not None
         if self.ctx.sasl.enabled and "principal" not in session and key not in PRE_AUTH_KEYS:

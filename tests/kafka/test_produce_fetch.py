@@ -147,7 +147,7 @@ def test_unknown_topic_is_refused_and_bad_kafka_names_are_not_listed(kafka: Kafk
 
 
 def test_records_without_keys_or_headers_come_back_from_a_mid_page_offset(kafka: KafkaBroker) -> None:
-    """Pages of plain records are written by columns (records.plain_batch): same values, offsets, times."""
+    """Pages of plain records are written by columns (batch_columns.plain_batch): same values, offsets, times."""
     create_topic(kafka.url, "plain", 1)
     values = [os.urandom(n) for n in (0, 1, 63, 64, 100, 8191, 8192, 20000)] * 25
     stamps = [1_700_000_000_000 + i * 997 for i in range(len(values))]

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from kio.records.readers import read_batch
 
 from broker_api.kafka.codec import KafkaProtocolError
-from broker_api.kafka.records import HEADER, BatchWriter, decode_batches, plain_batch
+from broker_api.kafka.batch_columns import plain_batch
+from broker_api.kafka.records import HEADER, BatchWriter, decode_batches
 
 _record = st.tuples(st.integers(0, 5000), st.integers(-(10 ** 6), 10 ** 9), st.none() | st.binary(max_size=40),
                     st.binary(max_size=300),
@@ -89,18 +90,19 @@ def test_plain_batches_built_by_columns_equal_the_record_by_record_writer(base: 
     assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
 
 
-@pytest.mark.parametrize("keyed", [False, True])
-def test_long_plain_batches_of_equal_records_equal_the_record_by_record_writer(keyed: bool) -> None:
-    # equal bodies and keys in runs of one record size (a delta grows a varint byte at 64 and 8192):
-    # the strided placement path
+@pytest.mark.parametrize("keyed,sizes", [(False, "equal"), (True, "equal"), (False, "runs")])
+def test_long_plain_batches_of_equal_records_equal_the_record_by_record_writer(keyed: bool, sizes: str) -> None:
+    # records in runs of one layout (a delta grows a varint byte at 64 and 8192; with "runs" the
+    # values' length changes every 3000 records, to 0 in the end): the run by run path
     n = 9000
     offsets = np.arange(10, 10 + n, dtype=np.int64)
     born = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 3
-    bodies = np.frombuffer(b"".join(bytes([i % 251]) * 100 for i in range(n)), np.uint8)
-    body_offsets = np.arange(n + 1, dtype=np.int64) * 100
+    lengths = [100] * n if sizes == "equal" else [(100, 70, 0)[i // 3000] for i in range(n)]
+    bodies = np.frombuffer(b"".join(bytes([i % 251]) * lengths[i] for i in range(n)), np.uint8)
+    body_offsets = np.cumsum([0, *lengths]).astype(np.int64)
     keys = [b"key%05d" % i for i in range(n)] if keyed else [None] * n
     key_cols = (np.full(n, 8, np.int64), np.frombuffer(b"".join(keys), np.uint8)) if keyed else None  # type: ignore[arg-type]
     w = BatchWriter(10, int(born[0]))
     for i in range(n):
-        w.add(10 + i, int(born[i]), keys[i], bodies[i * 100:(i + 1) * 100].tobytes(), [])
+        w.add(10 + i, int(born[i]), keys[i], bodies[body_offsets[i]:body_offsets[i + 1]].tobytes(), [])
     assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
