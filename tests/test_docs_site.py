@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from broker_api.cli import docs_gen
 from broker_api.cli.docs_gen import REGENERATE
 
 from .tour import Tour, as_shell, find_missing, free_ports, parse_blocks, python_blocks, unmarked_blocks, TOUR_PORTS
@@ -66,19 +67,21 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     assert broken.returncode != 0 and "no-such-page.md" in broken.stderr, broken.stderr[-3000:]
 
 
-def test_generated_reference_pages_are_current_and_a_stale_one_is_reported(tmp_path: Path) -> None:
-    """Two runs of the generator (each builds both apps): ``--check`` on a copy with cli.md made stale names
-    cli.md alone (so http-api.md is current), and ``--write`` then restores cli.md to the committed page (so it
-    is current too)."""
+def test_generated_reference_pages_are_current_and_a_stale_one_is_reported(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs of the generator's ``main`` (each builds both apps), in this process: ``--check`` on a copy with
+    cli.md made stale names cli.md alone (so http-api.md is current), and ``--write`` then restores cli.md to the
+    committed page (so it is current too)."""
     shutil.copytree(DOCS / "reference", tmp_path / "reference")
     cli = tmp_path / "reference" / "cli.md"
     cli.write_text(cli.read_text(encoding="utf-8").replace("sparkmq serve", "sparkmq sreve", 1))
-    cmd = [sys.executable, "-m", "broker_api.cli.docs_gen", "--write", str(tmp_path / "reference")]
-    stale = subprocess.run([*cmd, "--check"], cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
-    assert stale.returncode == 1 and "cli.md is stale" in stale.stderr, stale.stderr
-    assert "http-api.md" not in stale.stderr, f"docs/reference/http-api.md is stale: run `{REGENERATE}`"
+    args = ["--write", str(tmp_path / "reference")]
+    code = docs_gen.main([*args, "--check"])
+    stale = capsys.readouterr().err
+    assert code == 1 and "cli.md is stale" in stale, stale
+    assert "http-api.md" not in stale, f"docs/reference/http-api.md is stale: run `{REGENERATE}`"
     assert "sparkmq sreve" in cli.read_text(encoding="utf-8")  # --check writes nothing
-    assert subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=240, check=False).returncode == 0
+    assert docs_gen.main(args) == 0
     assert cli.read_text(encoding="utf-8") == (DOCS / "reference" / "cli.md").read_text(encoding="utf-8"), (
         f"docs/reference/cli.md is stale: run `{REGENERATE}`")
 
