@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -11,14 +10,13 @@ from pydantic import Field, field_validator
 from ..auth.needs import LOGIN, Group, Topic
 from ..broker import Broker
 from ..errors import BadOffsetError, BadRequestError, GroupNotFoundError
-from ..model.topics import GROUP_NAME_MAX, GROUP_NAME_PATTERN
+from ..model.topics import validate_group_name
 from .guard import GuardedRoute, requires
 from .schemas import JsonBool, JsonInt, RequestBody
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["groups"], route_class=GuardedRoute)
-_GROUP = re.compile(GROUP_NAME_PATTERN)
 
 
 class OffsetCommit(RequestBody):
@@ -47,10 +45,7 @@ def _broker(request: Request) -> Broker:
 
 
 def _check_group(group: str) -> None:
-    if not _GROUP.fullmatch(group):
-        raise BadRequestError(
-            f"group name {group!r} is invalid; use 1-{GROUP_NAME_MAX} characters from A-Z a-z 0-9 _ . % -"
-        )
+    validate_group_name(group)
 
 
 @router.get("/v1/groups", summary="List consumer groups")

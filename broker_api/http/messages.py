@@ -42,7 +42,7 @@ from ..errors import (
     UnsupportedMediaTypeError,
 )
 from ..model.filters import Predicate, apply_filter, compile_filter
-from ..model.topics import TopicConfig
+from ..model.topics import TopicConfig, validate_group_name
 from ..protection.admission import TICKET_KEY, Ticket
 from .arrow_produce import produce_columns
 from .guard import GuardedRoute, owner_of, recheck, requires
@@ -345,7 +345,8 @@ async def pull(request: Request) -> Response:
                                                                          + ("arrow" if arrow else "json")))
     wait_ms = int_param(q, "wait_ms", 0, top=(0, limits.max_wait_ms, "[limits] max_wait_ms"))
     group = q.get("group")
-    if group:
+    if group is not None:
+        validate_group_name(group)  # an empty or illegal name is a mistake, not "no group"
         broker.groups.check_enabled(group)
     cfg = broker.topics.for_pull(topic)
     cfg.check_queue(qid)

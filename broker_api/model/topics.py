@@ -48,6 +48,7 @@ __all__ = [
     "TOPIC_NAME_RULE",
     "TopicConfig",
     "TopicManager",
+    "validate_group_name",
     "validate_topic_name",
 ]
 
@@ -63,6 +64,7 @@ TOPIC_NAME_PATTERN = rf"^{TOPIC_NAME_RULE}$"
 GROUP_NAME_MAX = 120  # its %RETRY% / %DLQ% topic must fit in 127 bytes
 GROUP_NAME_RULE = r"[A-Za-z0-9][A-Za-z0-9_.%%\-]{0,%d}" % (GROUP_NAME_MAX - 1)
 GROUP_NAME_PATTERN = rf"^{GROUP_NAME_RULE}$"
+_GROUP_NAME = re.compile(GROUP_NAME_RULE)
 RESERVED_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)
 # A client topic in the OpenAPI document: the rule without the reserved names and prefix.
 CLIENT_TOPIC_PATTERN = "^(?!%s|(?:%s)$)%s$" % (SYSTEM_PREFIX, "|".join(RESERVED_TOPICS), TOPIC_NAME_RULE)
@@ -71,6 +73,15 @@ _NAME = re.compile(TOPIC_NAME_RULE)
 GROUP_TOPIC_RULE = r"%(?:RETRY|DLQ)%" + GROUP_NAME_RULE
 GROUP_TOPIC = re.compile(GROUP_TOPIC_RULE)
 _HIDDEN = frozenset(RESERVED_TOPICS)  # the delay topics keep RocketMQ's own names
+
+
+def validate_group_name(name: str) -> None:
+    """Raise BadRequestError unless ``name`` is a legal consumer group name."""
+    if not _GROUP_NAME.fullmatch(name):
+        raise BadRequestError(
+            f"group name {name!r} is invalid; use 1-{GROUP_NAME_MAX} characters from A-Z a-z 0-9 _ . % -, "
+            "starting with a letter or digit"
+        )
 
 
 def validate_topic_name(name: str) -> None:

@@ -102,3 +102,13 @@ def test_a_misspelt_field_in_other_json_bodies_is_refused_by_name_and_changes_no
     assert client.get("/v1/groups/g3/offsets", params={"topic": "typo2"}).json().get("offsets", {}) in ({}, None)
     message = _error(client.put("/v1/groups/g3", json={"consume_enable": False}), 400, "bad_request")
     assert "unknown field 'consume_enable'" in message
+
+
+@pytest.mark.parametrize("group", ["", "a b", "-lead", "x" * 121])
+def test_a_pull_with_a_group_name_outside_the_rule_is_refused(client: httpx.Client, group: str) -> None:
+    """The contract says ``group`` matches the group-name rule; an empty or illegal one was read as no group."""
+    client.post("/v1/topics", json={"name": "grp-rule", "queues": 1}).raise_for_status()
+    message = _error(client.get("/v1/topics/grp-rule/queues/0/messages", params={"offset": 0, "group": group}),
+                     400, "bad_request")
+    assert "group name" in message
+    client.get("/v1/topics/grp-rule/queues/0/messages", params={"offset": 0, "group": "ok-1"}).raise_for_status()
