@@ -40,7 +40,7 @@ tests/kafka/test_fast_responses.py checks every version of both against kio's en
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any
 
 from .records import uvarint
@@ -61,6 +61,13 @@ _NO_TAGS = b"\0"
 
 def _count(n: int, flexible: bool) -> bytes:
     return uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _length(items: Sized | None, flexible: bool) -> bytes:
+    """The length of a nullable array or bytes field (null: -1, or 0 as a compact length)."""
+    if items is None:
+        return b"\0" if flexible else _I32.pack(-1)
+    return _count(len(items), flexible)
 
 
 def _string(text: str, flexible: bool) -> bytes:
@@ -108,19 +115,14 @@ def fetch_response(version: int, correlation_id: int, body: dict[str, Any]) -> l
             if version >= 5:
                 head += _I64.pack(p["log_start_offset"])
             aborted = p["aborted_transactions"]
-            if aborted is None:
-                head += b"\0" if flexible else _I32.pack(-1)
-            else:
-                head += _count(len(aborted), flexible)
-                for a in aborted:
-                    head += _ABORTED.pack(a["producer_id"], a["first_offset"]) + tags
+            head += _length(aborted, flexible)
+            for a in aborted or ():
+                head += _ABORTED.pack(a["producer_id"], a["first_offset"]) + tags
             if version >= 11:
                 head += _I32.pack(p["preferred_read_replica"])
             records = p["records"]
-            if records is None:
-                head += b"\0" if flexible else _I32.pack(-1)
-            else:
-                head += uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+            head += _length(records, flexible)
+            if records is not None:
                 if len(records) >= _SEPARATE:
                     pieces += [bytes(head), records]
                     head = bytearray()
