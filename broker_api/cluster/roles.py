@@ -205,6 +205,7 @@ class ControllerReplication(Replication):
 
     def tick(self) -> None:
         """One heartbeat and what its answer asks (also called right after a role change)."""
+        sent = time.monotonic()
         try:
             answer = self._heartbeat(self._store.max_phy_offset())
         except NamesrvError as exc:
@@ -212,6 +213,10 @@ class ControllerReplication(Replication):
             return
         with self._switch:
             self._apply(answer)
+            if answer["role"] == "master":
+                # the lease runs from when the heartbeat left, and is renewed only once the answer is applied:
+                # an answer naming another master fences this one before any write can see a fresh lease
+                self._last_ok = sent
         if self.role == "slave":
             self._store.reput.notify()  # the master's confirm offset may have moved
 
@@ -225,7 +230,6 @@ class ControllerReplication(Replication):
                 "epoch_start": self.epochs.start_of(self.epochs.last_epoch) if master else None,
                 "confirm_offset": self.confirm_offset() if master and self.role != "pending" else None}
         answer = self.ctl.heartbeat(body)
-        self._last_ok = time.monotonic()
         self.answer = answer
         return answer
 
