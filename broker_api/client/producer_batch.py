@@ -103,10 +103,15 @@ class Batch:
             self.props = self.props if self.props is not None else [None] * i
             self.props.append(props)
         if callback is not None or self.callbacks is not None:
-            self.callbacks = self.callbacks if self.callbacks is not None else [None] * i
-            self.callbacks.append(callback)
+            self.add_callback(i, callback)
         self.plain = self.keys is None and self.tags is None and self.props is None
         return i
+
+    def add_callback(self, i: int, callback: Callback | None) -> None:
+        """Message ``i``'s callback slot (the first callback of a batch makes slots for the messages before it)."""
+        if self.callbacks is None:
+            self.callbacks = [None] * i
+        self.callbacks.append(callback)
 
     def arrow(self) -> bytes:
         """The batch as one Arrow IPC stream (see the module docstring)."""

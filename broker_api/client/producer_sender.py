@@ -132,10 +132,7 @@ class Accumulator:
                 bodies.append(body)
                 batch.nbytes += size - _MESSAGE_OVERHEAD
                 if callback is not None or batch.callbacks is not None:
-                    callbacks = batch.callbacks
-                    if callbacks is None:
-                        callbacks = batch.callbacks = [None] * i
-                    callbacks.append(callback)
+                    batch.add_callback(i, callback)
             else:
                 i = batch.add(body, msg_key, tags, props, callback)
             self._unsent += 1

@@ -44,10 +44,6 @@ def _broker(request: Request) -> Broker:
     return request.app.state.broker  # type: ignore[no-any-return]
 
 
-def _check_group(group: str) -> None:
-    validate_group_name(group)
-
-
 @router.get("/v1/groups", summary="List consumer groups")
 @requires(LOGIN)
 def list_groups(request: Request) -> list[dict[str, Any]]:
@@ -66,7 +62,7 @@ def list_groups(request: Request) -> list[dict[str, Any]]:
 @requires(Group("path:group", "Sub"))
 def get_group(group: str, request: Request) -> dict[str, Any]:
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     if not broker.groups.exists(group):
         raise GroupNotFoundError(
             f"consumer group {group!r} has no committed offsets; commit with PUT /v1/groups/{group}/offsets"
@@ -80,7 +76,7 @@ def get_group(group: str, request: Request) -> dict[str, Any]:
 @requires(Group("path:group", "Admin"))
 def update_group(group: str, body: GroupUpdate, request: Request) -> dict[str, Any]:
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     if body.consume_enabled is None and body.max_reconsume_times is None:
         raise BadRequestError('give "consume_enabled" (true/false) and/or "max_reconsume_times" (0 or more)')
     if body.consume_enabled is not None:
@@ -95,7 +91,7 @@ def update_group(group: str, body: GroupUpdate, request: Request) -> dict[str, A
 @requires(Group("path:group", "Sub"), Topic("body:topic", "Sub"))
 def commit_offsets(group: str, body: OffsetCommit, request: Request) -> dict[str, bool]:
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     cfg = broker.topics.get(body.topic)
     parsed: dict[int, int] = {}
     for raw_qid, offset in body.offsets.items():
@@ -116,7 +112,7 @@ def commit_offsets(group: str, body: OffsetCommit, request: Request) -> dict[str
 def read_offsets(group: str, request: Request, topic: str = Query(...)) -> dict[str, Any]:
     """Queues never committed are absent."""
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     broker.topics.get(topic)
     offsets = broker.groups.offsets(group, topic)
     return {"topic": topic, "offsets": {str(q): o for q, o in sorted(offsets.items())}}

@@ -27,8 +27,8 @@ from ..broker import Broker
 from ..errors import BadRequestError
 from ..model.filters import Predicate, compile_filter
 from ..model.pop_records import ORIGIN_TOPIC, RETRY_PREFIX, Checkpoint, reconsume_times
+from ..model.topics import validate_group_name
 from ..protection.admission import TICKET_KEY, Ticket
-from .groups import _check_group
 from .guard import GuardedRoute, check_topics, local_message, recheck, requires
 from .schemas import JsonInt, RequestBody
 from .wire import message_to_json
@@ -110,7 +110,7 @@ async def _wait_for_arrival(broker: Broker, keys: list[tuple[str, int]], seconds
 async def pop(group: str, body: PopRequest, request: Request) -> dict[str, Any]:
     """Messages of a %RETRY% / %DLQ% topic are answered only when the caller may Sub their origin topic."""
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     _check_invisible(broker, body.invisible_ms)
     top = broker.settings.limits.max_wait_ms
     if body.wait_ms > top:
@@ -138,7 +138,7 @@ async def pop(group: str, body: PopRequest, request: Request) -> dict[str, Any]:
 @requires(Group("path:group", "Sub"), Topic("receipt:body.receipts", "Sub", origins=True))
 def ack(group: str, body: AckRequest, request: Request) -> dict[str, Any]:
     """Per receipt: OK, ALREADY_ACKED, or EXPIRED (its invisible time passed and it was redelivered)."""
-    _check_group(group)
+    validate_group_name(group)
     statuses = _broker(request).pop.ack(group, body.receipts)
     return {"acked": statuses.count("OK"),
             "results": [{"receipt": r, "status": s} for r, s in zip(body.receipts, statuses)]}
@@ -149,7 +149,7 @@ def ack(group: str, body: AckRequest, request: Request) -> dict[str, Any]:
 def change_invisible(group: str, body: InvisibleRequest, request: Request) -> dict[str, Any]:
     """The answer carries a new receipt; the old one no longer acks."""
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     _check_invisible(broker, body.invisible_ms)
     status, receipt = broker.pop.change_invisible(group, body.receipt, body.invisible_ms)
     return {"status": status, "receipt": receipt}
@@ -159,7 +159,7 @@ def change_invisible(group: str, body: InvisibleRequest, request: Request) -> di
 @requires(Group("path:group", "Sub"), Topic("message:body.msg_id", "Sub"))
 def retry(group: str, body: RetryRequest, request: Request) -> dict[str, Any]:
     broker = _broker(request)
-    _check_group(group)
+    validate_group_name(group)
     local_message(broker, body.msg_id)  # an id of another broker (or none) is 404, not another message
     status = broker.pop.retry(group, body.msg_id, body.delay_level)
     return {"status": status, "msg_id": body.msg_id}
