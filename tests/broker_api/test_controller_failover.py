@@ -127,8 +127,9 @@ def test_master_killed_under_sync_writes_the_slave_takes_over_and_every_send_ok_
     g = group(controller)
     assert g["master_epoch"] == 2 and master_of(controller) == slave.url
     assert g["last_election"]["reason"].startswith("master heartbeat timeout")
-    route = controller.get("/v1/routes/t").json()
-    assert route["brokers"][0]["addresses"]["0"] == slave.url
+    # the new master registers as brokerId 0 on its next registration (asynchronous, like every registration)
+    wait_for(lambda: controller.get("/v1/routes/t").json()["brokers"][0]["addresses"].get("0") == slave.url, 15,
+             "the route to name the new master as brokerId 0")
     on_new = bodies_on(slave.url)
     missing = [b for b in acked if b not in on_new]
     assert not missing, f"{len(missing)} SEND_OK messages lost, e.g. {missing[:5]}"
