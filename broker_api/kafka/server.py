@@ -24,6 +24,7 @@ from .codec import (API_VERSIONS, API_VERSIONS_KEY, SIZE, ErrorCode, KafkaProtoc
 from .context import BrokerParts, KafkaContext, Node
 from .fast_responses import FAST_RESPONSES
 from .fetch import fetch
+from .fetch_ahead import FetchAhead
 from .group_api import GROUP_HANDLERS
 from .groups import GroupCoordinator
 from .handlers import api_versions, api_versions_answer, init_producer_id, list_offsets, metadata
@@ -82,6 +83,7 @@ class KafkaListener:
         self.ctx = KafkaContext(self.broker, self.config, node)
         self.ctx.coordinator = GroupCoordinator(self.ctx)
         self.ctx.sasl = SaslGate(s)
+        self.ctx.ahead = FetchAhead(self.config.fetch_ahead_bytes) if self.config.fetch_ahead_bytes else None
         self.address = f"{host}:{port}"
         log.info("kafka listener on %s (advertised as %s:%d)", self.address, advertised, port)
         return self.address
@@ -98,6 +100,8 @@ class KafkaListener:
             self._server = None
         if self.ctx is not None and self.ctx.coordinator is not None:
             self.ctx.coordinator.close()
+        if self.ctx is not None and self.ctx.ahead is not None:
+            self.ctx.ahead.close()
 
     # -- one connection ----------------------------------------------------------------------------
 
