@@ -4,14 +4,19 @@ Each partition's page is read by columns (:meth:`store.MessageStore.get_message_
 body and property buffers, no message objects) and written (by numpy columns when no record has a
 key or headers, :func:`.batch_columns.plain_batch`) as one uncompressed batch whose base
 offset is the fetch offset, so a client never receives records below the offset it asked for.
-The answer waits up to ``max_wait_ms`` for ``min_bytes``, woken by the broker's arrival events;
-``max_bytes`` bounds the answer (the first non-empty partition is always served whole, as Kafka).
+A page of plain records fills the partition's byte limit, as Kafka's answers do (:func:`read_page`),
+and once it is sent the partition's next page is built ahead (fetch_ahead.py).
+The answer waits up to ``max_wait_ms`` for ``min_bytes``, woken by the broker's arrival events, or
+until the client sends another request on the connection (answers go out in order: the parked Fetch
+would hold that one back); ``max_bytes`` bounds the answer (the first non-empty partition is always
+served whole, as Kafka).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 import struct
 import time
 from typing import Any
@@ -31,7 +36,9 @@ from .mapping import keys_only, split_properties, without_seq
 from .batch_columns import plain_batch
 from .records import LOG_APPEND_TIME, BatchWriter
 
-__all__ = ["fetch", "next_offset", "page_batch", "read_page"]
+__all__ = ["NEXT_REQUEST", "fetch", "next_offset", "page_batch", "read_page"]
+
+NEXT_REQUEST = "next_request"  # the session's key for the listener's "the client sent another request" future
 
 _MAX_RECORDS = 10_000
 _WCRC_ONLY = b"WCRC\x01"  # a record whose properties hold only the store's checksum
@@ -213,7 +220,7 @@ async def fetch(ctx: KafkaContext, req: Request) -> dict[str, Any]:
     min_bytes = max(1, body.min_bytes)
     topics, total = await _read_all(ctx, body, req.session)
     while total < min_bytes and not _has_error(topics) and time.monotonic() < deadline:
-        if not await _wait(ctx, body, deadline - time.monotonic()):
+        if not await _wait(ctx, body, deadline - time.monotonic(), req.session.get(NEXT_REQUEST)):
             break
         topics, total = await _read_all(ctx, body, req.session)
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": topics}
@@ -223,27 +230,40 @@ def _has_error(topics: list[dict[str, Any]]) -> bool:
     return any(p["error_code"] for t in topics for p in t["partitions"])
 
 
-async def _wait(ctx: KafkaContext, body: Any, timeout_s: float) -> bool:
-    """Park on every fetched partition until one gets a message or the time is up; False if stopping."""
+async def _wait(ctx: KafkaContext, body: Any, timeout_s: float,
+                next_request: Callable[[], asyncio.Future[bytes]] | None) -> bool:
+    """Park on every fetched partition until one gets a message or the time is up; False if stopping,
+    or when the client sent another request meanwhile (``next_request``, from the listener: answers
+    go out in order, so a parked Fetch would hold that request's answer back for up to max_wait;
+    the Java consumer sends ListOffsets behind the Fetch it pipelines at the end of a partition)."""
     waiters = ctx.broker.waiters
     if waiters is None or timeout_s <= 0:
         return False
+    arrival = next_request() if next_request is not None else None
+    if arrival is not None and arrival.done():
+        return False
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
     if not keys:  # a fetch of nothing (every partition paused) waits out max_wait, as Kafka does
-        await asyncio.sleep(timeout_s)
+        if arrival is None:
+            await asyncio.sleep(timeout_s)
+        else:
+            await asyncio.wait([arrival], timeout=timeout_s)
         return False
     events = [(k, waiters.register(*k)) for k in keys]
     try:
         if not any(ctx.broker.queue_range(*k)[1] > _offset(body, k) for k in keys):
             tasks = [asyncio.ensure_future(e.wait()) for _, e in events]
             try:
-                await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(tasks + ([arrival] if arrival is not None else []), timeout=timeout_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for task in tasks:
-                    task.cancel()
+                    task.cancel()  # (not ``arrival``: the listener reads the next request from it)
     finally:
         for k, e in events:
             waiters.unregister(*k, e)
+    if arrival is not None and arrival.done():
+        return False
     return bool(getattr(ctx.broker, "ready", True))
 
 
