@@ -1,5 +1,6 @@
 """Byte ranges of a CommitLog span copied out per page with numpy (the flat Arrow pull's bodies and
-properties): runs of equal, evenly spaced records as one strided copy each, no Python per record."""
+properties): ranges of one length by one numpy index of the span's sliding-window view, other
+runs of equal, evenly spaced records as one strided copy each; no Python per record."""
 
 from __future__ import annotations
 
@@ -7,18 +8,35 @@ import numpy as np
 
 from .scanner import _arithmetic_runs
 
-__all__ = ["equal_at", "gather", "spans"]
+__all__ = ["equal_at", "gather", "rows_at", "spans"]
+
+
+def rows_at(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray | None:
+    """The ``width``-byte ranges at ``starts`` copied as the rows of a 2-D array by one numpy index
+    (of the view whose row ``i`` is ``u8[i:i + width]``), or None when a range leaves ``u8``."""
+    if not len(starts):
+        return np.zeros((0, width), np.uint8)
+    if width <= 0 or int(starts.min()) < 0 or int(starts.max()) + width > len(u8):
+        return None
+    windows = np.lib.stride_tricks.as_strided(u8, shape=(len(u8) - width + 1, width), strides=(u8.strides[0], 1),
+                                              writeable=False)
+    return windows[starts]
 
 
 def spans(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     """The ``width``-byte ranges at ``starts`` as a 2-D array (one row each)."""
-    return u8[starts[:, None] + np.arange(width)]
+    rows = rows_at(u8, starts, width)
+    return u8[starts[:, None] + np.arange(width)] if rows is None else rows
 
 
 def equal_at(u8: np.ndarray, starts: np.ndarray, value: np.ndarray) -> bool:
-    """Whether the bytes at every one of ``starts`` equal ``value`` (a record's topic): runs of
-    evenly spaced starts are compared through one strided view each, the rest through one index."""
+    """Whether the bytes at every one of ``starts`` equal ``value`` (a record's topic): one copy of
+    them all when they lie inside ``u8``; else runs of evenly spaced starts are compared through one
+    strided view each, the rest through one index."""
     width = len(value)
+    rows = rows_at(u8, starts, width)
+    if rows is not None:
+        return bool((rows == value).all())
     todo = np.ones(len(starts), bool)
     for a, b in _arithmetic_runs(starts, 8):
         step = int(starts[a + 1] - starts[a])
@@ -39,6 +57,10 @@ def gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.
     each; the other ranges are gathered byte by byte with one index array."""
     offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
+    if len(lengths) and int(lengths[0]) > 0 and (lengths == lengths[0]).all():  # one length: one index
+        rows = rows_at(u8, starts, int(lengths[0]))
+        if rows is not None:
+            return rows.reshape(-1), offsets.astype(np.int32)
     out = np.empty(int(offsets[-1]), np.uint8)
     todo = np.ones(len(starts), bool)
     for a, b in _arithmetic_runs(starts, 8):

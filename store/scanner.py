@@ -156,6 +156,10 @@ def _gather_headers(buf: bytes, st: np.ndarray) -> np.ndarray:
     runs = _arithmetic_runs(st)
     if runs == [(0, n)]:  # one run of equal records (the usual chunk): a strided view, no copy
         return np.ndarray((n,), codec.HEADER_DTYPE, buf, int(st[0]), (int(st[1] - st[0]),))
+    if n and int(st.min()) >= 0 and int(st.max()) + _HS <= len(buf):  # one index of the sliding-window view
+        windows = np.lib.stride_tricks.as_strided(np.frombuffer(buf, np.uint8), shape=(len(buf) - _HS + 1, _HS),
+                                                  strides=(1, 1), writeable=False)
+        return windows[st].view(codec.HEADER_DTYPE).reshape(n)
     out = np.empty((n, _HS), np.uint8)
     todo = np.ones(n, bool)
     u8 = np.frombuffer(buf, np.uint8)

@@ -34,6 +34,7 @@ MARK = b"WCRC\x01"
 LEN = len(MARK) + 8 + 1  # 14
 PLACEHOLDER = MARK + b"00000000\x02"
 _DIGITS = np.arange(8, dtype=np.int64)
+_SIZE_GROUPS = 8  # records of at most this many sizes are checked one gather per size
 
 
 _HEX2 = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint16)  # byte -> its 2 digits
@@ -96,16 +97,23 @@ def values(u8: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def matches(u8: np.ndarray, st: np.ndarray, total: np.ndarray, want: np.ndarray,
             runs: list[tuple[int, int]]) -> np.ndarray:
-    """Whether ``crc32(record[0:total-9])`` equals ``want`` for each record: one zlib call per run
-    (``runs``: [lo, hi) of records at equal distance) of equal records (:func:`.crc_fold.run_ok`),
-    one per record elsewhere and where a run fails."""
+    """Whether ``crc32(record[0:total-9])`` equals ``want`` for each record: one gather and zlib call
+    per record size when there are a few sizes (:func:`.crc_fold.spans_ok`), else one per run
+    (``runs``: [lo, hi) of records at equal distance) of equal records (:func:`.crc_fold.run_ok`);
+    one per record elsewhere and where a group or run fails."""
     n = len(st)
     if n and (total == total[0]).all() and spans_ok(u8, st, int(total[0]) - 9, want):
         return np.ones(n, bool)  # records of one size: one gather, one zlib call; else found run by run
     ok, todo = np.zeros(n, bool), np.ones(n, bool)
+    sizes = np.unique(total) if n else total
+    if 1 < len(sizes) <= _SIZE_GROUPS:  # a few sizes (a producer's batches, each first record stamped): one per size
+        for size in sizes.tolist():
+            rows = np.flatnonzero(total == size)
+            if len(rows) > 1 and spans_ok(u8, st[rows], size - 9, want[rows]):
+                ok[rows], todo[rows] = True, False
     for lo, hi in runs:
         size = int(total[lo])
-        if (total[lo:hi] == size).all() and int(st[lo + 1] - st[lo]) == size and \
+        if todo[lo:hi].all() and (total[lo:hi] == size).all() and int(st[lo + 1] - st[lo]) == size and \
                 run_ok(u8, int(st[lo]), size, hi - lo, size - 9, want[lo:hi]):
             ok[lo:hi], todo[lo:hi] = True, False
     rows = np.flatnonzero(todo)

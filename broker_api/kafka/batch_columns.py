@@ -50,10 +50,13 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
 
 
 def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_offsets: np.ndarray,
-                attributes: int = 0, keys: tuple[np.ndarray, np.ndarray] | None = None) -> bytes:
+                attributes: int = 0, keys: tuple[np.ndarray, np.ndarray] | None = None,
+                limit: int | None = None, first_whole: bool = True) -> bytes:
     """One uncompressed batch of records without headers, built by columns (no Python object per
     record): the same bytes as :class:`BatchWriter` ``add(offset, born, key, body, [])``. ``keys``:
-    (int64 lengths, -1 for a null key; the key bytes one after another), or None: every key null."""
+    (int64 lengths, -1 for a null key; the key bytes one after another), or None: every key null.
+    With ``limit`` the batch holds the first records that fit in ``limit`` bytes: at least one
+    (``first_whole``), or none (b"") when even the first does not fit."""
     base_offset, base_ts = int(offsets[0]), int(born[0])
     bo = body_offsets.astype(np.int64)
     vlen = np.diff(bo)
@@ -65,6 +68,13 @@ def plain_batch(offsets: np.ndarray, born: np.ndarray, bodies: np.ndarray, body_
     rl = _zigzag(rec_len)
     k_rl = _varint_sizes(rl)
     size = k_rl + rec_len
+    if limit is not None and HEADER.size + int(size.sum()) > limit:
+        fit = int(np.searchsorted(np.cumsum(size), limit - HEADER.size, side="right"))
+        if not fit and not first_whole:
+            return b""
+        n = max(1, fit)
+        cut = None if keys is None else (keys[0][:n], keys[1][:int(kbytes[:n].sum())])
+        return plain_batch(offsets[:n], born[:n], bodies, body_offsets[:n + 1], attributes, cut)
     start = np.zeros(len(size), np.int64)
     np.cumsum(size[:-1], out=start[1:])
     batch = np.zeros(HEADER.size + int(size.sum()), np.uint8)  # the batch header, then the records

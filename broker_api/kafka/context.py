@@ -60,6 +60,7 @@ class KafkaContext:
     sequences: dict[tuple[int, str, int], _Sequence] = field(default_factory=dict)
     coordinator: Any = None  # the group coordinator (groups.py), set by the listener
     sasl: Any = None  # the SASL/PLAIN gate (sasl.py), set by the listener
+    ahead: Any = None  # Fetch's pages built ahead (fetch_ahead.py), set by the listener; None: off
     _next_producer_id: int = field(default_factory=lambda: int(time.time() * 1000) << 8)
     first_producer_id: int = 0  # ids below it were handed out before this start
 

@@ -239,10 +239,13 @@ class BatchWriter:
         self.max_timestamp = base_timestamp
         self.last_delta = 0
         self.count = 0
+        self.size = HEADER.size  # the batch's bytes so far
         self._parts: list[bytes] = []
 
     def add(self, offset: int, timestamp: int, key: bytes | None, value: bytes,
-            headers: list[tuple[bytes, bytes | None]]) -> None:
+            headers: list[tuple[bytes, bytes | None]], limit: int | None = None) -> bool:
+        """Append one record; with ``limit``, only if the batch stays within ``limit`` bytes (the
+        first record always goes in): False when it did not."""
         delta = offset - self.base_offset
         parts = [b"\0", _zz(timestamp - self.base_timestamp), _zz(delta)]
         parts += [b"\x01"] if key is None else [_zz(len(key)), key]
@@ -251,12 +254,17 @@ class BatchWriter:
             parts += [_zz(len(name)), name]
             parts += [b"\x01"] if hv is None else [_zz(len(hv)), hv]
         rec = b"".join(parts)
-        self._parts.append(_zz(len(rec)))
+        head = _zz(len(rec))
+        if limit is not None and self.count and self.size + len(head) + len(rec) > limit:
+            return False
+        self._parts.append(head)
         self._parts.append(rec)
+        self.size += len(head) + len(rec)
         self.last_delta = delta
         self.count += 1
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
+        return True
 
     def finish(self, leader_epoch: int = 0, producer: tuple[int, int, int] = (-1, -1, -1),
                attributes: int = 0) -> bytes:

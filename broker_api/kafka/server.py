@@ -23,7 +23,8 @@ from .codec import (API_VERSIONS, API_VERSIONS_KEY, SIZE, ErrorCode, KafkaProtoc
                     decode_request, encode_response, peek_header, response_class)
 from .context import BrokerParts, KafkaContext, Node
 from .fast_responses import FAST_RESPONSES
-from .fetch import fetch
+from .fetch import NEXT_REQUEST, fetch
+from .fetch_ahead import FetchAhead
 from .group_api import GROUP_HANDLERS
 from .groups import GroupCoordinator
 from .handlers import api_versions, api_versions_answer, init_producer_id, list_offsets, metadata
@@ -82,6 +83,7 @@ class KafkaListener:
         self.ctx = KafkaContext(self.broker, self.config, node)
         self.ctx.coordinator = GroupCoordinator(self.ctx)
         self.ctx.sasl = SaslGate(s)
+        self.ctx.ahead = FetchAhead(self.config.fetch_ahead_bytes) if self.config.fetch_ahead_bytes else None
         self.address = f"{host}:{port}"
         log.info("kafka listener on %s (advertised as %s:%d)", self.address, advertised, port)
         return self.address
@@ -98,6 +100,8 @@ class KafkaListener:
             self._server = None
         if self.ctx is not None and self.ctx.coordinator is not None:
             self.ctx.coordinator.close()
+        if self.ctx is not None and self.ctx.ahead is not None:
+            self.ctx.ahead.close()
 
     # -- one connection ----------------------------------------------------------------------------
 
@@ -106,10 +110,11 @@ class KafkaListener:
         assert task is not None
         self._conns.add(task)
         peer = writer.get_extra_info("peername")
-        session: dict[str, Any] = {}
+        conn = _Connection(reader)
+        session: dict[str, Any] = {NEXT_REQUEST: conn.next_request}
         try:
             while True:
-                frame = await self._frame(reader, peer)
+                frame = await self._frame(conn, peer)
                 if frame is None:
                     break
                 answer = await self._answer(frame, peer, session)
@@ -129,11 +134,13 @@ class KafkaListener:
             pass
         finally:
             self._conns.discard(task)
+            conn.close()
             writer.close()
 
-    async def _frame(self, reader: asyncio.StreamReader, peer: Any) -> bytes | None:
+    async def _frame(self, conn: _Connection, peer: Any) -> bytes | None:
+        reader = conn.reader
         try:
-            head = await reader.readexactly(4)
+            head = await conn.head()
         except asyncio.IncompleteReadError:
             return None
         (size,) = SIZE.unpack(head)
@@ -184,6 +191,30 @@ def _tls(settings: Any) -> ssl.SSLContext | None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(settings.tls.certfile, settings.tls.keyfile)
     return context
+
+
+class _Connection:
+    """One client connection's reader; the next request's size prefix may be awaited early (a parked
+    Fetch ends when the client sends another request: answers go out in order, see fetch.py)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self._head: asyncio.Future[bytes] | None = None
+
+    def next_request(self) -> asyncio.Future[bytes]:
+        """Done once the next request's first 4 bytes arrived (or the connection closed)."""
+        if self._head is None:
+            self._head = asyncio.ensure_future(self.reader.readexactly(4))
+        return self._head
+
+    async def head(self) -> bytes:
+        """The next request's size prefix."""
+        pending, self._head = self._head, None
+        return await (pending if pending is not None else self.reader.readexactly(4))
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._head.cancel()
 
 
 class _CloseConnection(KafkaProtocolError):

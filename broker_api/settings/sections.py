@@ -170,3 +170,7 @@ class KafkaSection(_Section):
     group_initial_rebalance_delay_ms: int = Field(default=300, ge=0, description=(
         "How long a new consumer group waits for more members before its first assignment "
         "(Kafka group.initial.rebalance.delay.ms)."))
+    fetch_ahead_bytes: int = Field(default=64 << 20, ge=0, description=(
+        "Once a Fetch answer carries a partition's page, the next page of that partition is read and built "
+        "on a worker thread, so a consumer reading a backlog finds it ready; this bounds the pages kept "
+        "(the sum of their Fetch byte limits, 1 MiB each for a Java consumer's defaults), 64 MiB; 0 = off."))

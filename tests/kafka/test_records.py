@@ -106,3 +106,26 @@ def test_long_plain_batches_of_equal_records_equal_the_record_by_record_writer(k
     for i in range(n):
         w.add(10 + i, int(born[i]), keys[i], bodies[body_offsets[i]:body_offsets[i + 1]].tobytes(), [])
     assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols) == w.finish()
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("limit", [61 + 5, 1000, 4096, 1 << 20])
+def test_a_limited_plain_batch_holds_the_records_the_writer_fits_in_the_limit(keyed: bool, limit: int) -> None:
+    n = 200
+    offsets = np.arange(5, 5 + n, dtype=np.int64)
+    born = 1_700_000_000_000 + np.arange(n, dtype=np.int64)
+    lengths = [(i * 7) % 50 for i in range(n)]
+    bodies = np.frombuffer(b"".join(bytes([i % 251]) * lengths[i] for i in range(n)), np.uint8)
+    body_offsets = np.cumsum([0, *lengths]).astype(np.int64)
+    keys = [b"k%d" % i for i in range(n)] if keyed else [None] * n
+    key_cols = (np.array([len(k) for k in keys], np.int64), np.frombuffer(b"".join(keys), np.uint8)) \
+        if keyed else None  # type: ignore[arg-type]
+    w = BatchWriter(5, int(born[0]))
+    for i in range(n):
+        if not w.add(5 + i, int(born[i]), keys[i], bodies[body_offsets[i]:body_offsets[i + 1]].tobytes(), [], limit):
+            break
+    expected = w.finish()
+    assert len(expected) <= limit or w.count == 1  # the first record always goes in
+    assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols, limit=limit) == expected
+    if w.count == 1 and len(expected) > limit:
+        assert plain_batch(offsets, born, bodies, body_offsets, keys=key_cols, limit=limit, first_whole=False) == b""
