@@ -102,7 +102,7 @@ class FetchAhead:
         self.clear()
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)  # a build takes ms: no thread outlives us
 
     def _drop(self, key: AheadKey) -> None:
         page = self._pages.pop(key)
