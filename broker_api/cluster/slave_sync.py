@@ -63,6 +63,7 @@ class SlaveSyncService:
         self.last_sync_ms: int | None = None
         self.last_error: str | None = None
         self._warned_no_master = False
+        self._http: httpx.Client | None = None  # the worker thread's, see _client()
 
     def start(self) -> None:
         if self._worker.running:
@@ -84,7 +85,22 @@ class SlaveSyncService:
         except TopicNotFoundError:
             pass  # a system topic: not served to clients
 
+    def _client(self) -> httpx.Client:
+        """The worker's one HTTP client (kept-alive connection, TLS context built once): the topic list is
+        polled twice a second, and a client per poll cost ~55 ms of CPU each (its CA bundle loaded anew)."""
+        if self._http is None:
+            self._http = httpx.Client(timeout=_TIMEOUT_S, **self._http_options)
+        return self._http
+
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            http, self._http = self._http, None
+            if http is not None:
+                http.close()
+
+    def _loop(self) -> None:
         was_connected, next_due, next_poll = False, 0.0, 0.0
         while not self._worker.stopping.is_set():
             client = self._replication.client
@@ -123,8 +139,7 @@ class SlaveSyncService:
         if url is None:
             return False
         try:
-            with httpx.Client(timeout=_TIMEOUT_S, **self._http_options) as http:
-                resp = http.get(f"{url}/v1/topics")
+            resp = self._client().get(f"{url}/v1/topics")
             resp.raise_for_status()
             theirs = {(str(t["name"]), int(t["queues"]), str(t["perm"])) for t in resp.json()}
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
@@ -141,8 +156,7 @@ class SlaveSyncService:
                 self._warned_no_master = True
             return False
         try:
-            with httpx.Client(timeout=_TIMEOUT_S, **self._http_options) as http:
-                resp = http.get(f"{url}/v1/admin/metadata")
+            resp = self._client().get(f"{url}/v1/admin/metadata")
             resp.raise_for_status()
             self._apply(resp.json())
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
