@@ -144,6 +144,9 @@ def test_cli_produce_consume_through_namesrv(cluster: Cluster) -> None:
     addr = cluster.addr
     created = runner.invoke(app, ["topic", "create", "cli-ns", "--queues", "2", "--namesrv", addr])
     assert created.exit_code == 0 and "on broker-a" in created.output and "on broker-b" in created.output
+    # each broker registers the new topic with the NameServer on its own (asynchronously): both routed first
+    wait_until(lambda: {b["broker_name"] for b in cluster.namesrv.get("/v1/routes/cli-ns").json()["brokers"]}
+               == {"broker-a", "broker-b"}, timeout_s=20)
     # Free messages fill one queue per batch (at most 10,000 messages), then the next queue in turn:
     # 25,000 lines are three batches at least, so both brokers' queues get some.
     n = 25_000

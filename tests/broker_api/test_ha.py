@@ -184,6 +184,9 @@ def test_slave_learns_the_master_from_the_namesrv_and_clients_read_from_it_while
             c.create_topic("orders", queues=2)
             sent = c.produce("orders", [f"m{i}" for i in range(10)])
             caught_up(master, slave)
+            # the slave serves the new topic once it took its metadata (a sync, or the replicated data): moments
+            wait_for(lambda: httpx.get(f"{slave.url}/v1/topics/orders", timeout=5).status_code == 200, 10,
+                     "the slave to serve the new topic")
             route = ns.get("/v1/routes/orders").json()
             assert route["brokers"][0]["addresses"] == {"0": master.url, "1": slave.url}
             master.kill()

@@ -3,6 +3,7 @@ and Fetch does not hand the broker's sequence stamp back as a header."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import confluent_kafka as ck
@@ -25,6 +26,10 @@ def test_a_batch_retried_across_a_kill_is_stored_once(kafka_factory: Any) -> Non
     gap = _produce_answer(kafka.kafka_port, _produce_frame("idem", [b"x"], (pid, 0, 9), 4))
     assert gap[0] != 0  # out of order
     assert _produce_answer(kafka.kafka_port, _produce_frame("idem", [b"f"], (pid, 0, 5), 5)) == (0, 5)
+    # an acknowledged record is on disk; it is readable once dispatched to its queue (moments later)
+    deadline = time.monotonic() + 10
+    while len(http_messages(kafka.url, "idem", 0)) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert [m["body"] for m in http_messages(kafka.url, "idem", 0)] == ["a", "b", "c", "d", "e", "f"]
     c = ck.Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "g", "enable.auto.commit": False})
     c.assign([ck.TopicPartition("idem", 0, 0)])
