@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -41,6 +42,34 @@ if _SPARKPATH not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_SPARKPATH, os.environ.get("PYTHONPATH")]))
 
 _MAX_WORKERS = 4  # each worker may hold a SparkSession (a JVM with a 1 GiB heap)
+
+
+def _share_the_default_tls_context() -> None:
+    """``httpx.get()``/``post()`` without a client build a Client whose transport creates an SSL context
+    and loads certifi's CA bundle (~20 ms of CPU), even for an http:// URL: the suite's polling loops
+    made that nearly half of the test processes' own CPU. The default context (``verify=True``, no
+    client certificate) is built once per test process and shared, as one Client would share it; an
+    SSLContext is safe to share between connections. Other ``verify``/``cert`` values (the TLS tests'
+    own contexts) are built as before."""
+    try:
+        from httpx._transports import default as transport
+    except ImportError:  # another httpx layout: every call builds its own context, only slower
+        return
+    build = transport.create_ssl_context
+    shared: dict[tuple[bool, str | None, str | None], Any] = {}
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None:
+            return build(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in shared:
+            shared[key] = build(verify=verify, cert=cert, trust_env=trust_env)
+        return shared[key]
+
+    transport.create_ssl_context = create_ssl_context
+
+
+_share_the_default_tls_context()
 
 
 @pytest.hookimpl(optionalhook=True)
